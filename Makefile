@@ -1,0 +1,111 @@
+# volcano-vgpu — `make demo` and `make test` work on a fresh machine: Go
+# modules come from the module proxy, C tools from Debian packages.
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+
+GO        ?= go
+ROOT      := $(CURDIR)
+OUT       := $(ROOT)/_output
+BIN       := $(OUT)/bin
+GOMODCACHE = $(shell $(GO) env GOMODCACHE)
+KWOK_VERSION := v0.8.0
+LDFLAGS   := -s -w
+export GOFLAGS := -buildvcs=false
+export KUBECONFIG := $(OUT)/local/kubeconfig
+
+# Upstream binaries are built once and cached under _output/bin: they change
+# only when the module files that pin them change.
+UPSTREAM := $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/kwok \
+            $(BIN)/vc-controller-manager $(BIN)/vcctl
+# Our binaries are always handed to `go build`, whose cache makes a no-op fast.
+OURS := vc-scheduler localcluster
+
+.PHONY: build deps c-deps ours upstream cluster cluster-down cluster-status demo \
+        test vet unit ctest e2e bench clean help
+
+help:
+	@echo "make demo          build, start the local cluster, run a vGPU Volcano Job, show its GPUs"
+	@echo "make test          vet + Go unit tests + C limiter tests + end-to-end tests"
+	@echo "make cluster       start (or reuse) the local cluster; make cluster-down stops it"
+	@echo "make bench         benchmarks (not part of make test)"
+
+build: ours upstream $(OUT)/crds/.done $(OUT)/kwok-stages/.done
+
+deps:
+	$(GO) mod download
+	cd e2e/tools && $(GO) mod download
+
+ours:
+	@mkdir -p $(BIN)
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/vc-scheduler ./cmd/vc-scheduler
+	$(GO) build -o $(BIN)/localcluster ./e2e/cmd/localcluster
+
+upstream: $(UPSTREAM)
+
+$(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kubectl: e2e/tools/go.mod e2e/tools/go.sum
+	@mkdir -p $(BIN)
+	cd e2e/tools && $(GO) build -ldflags "$(LDFLAGS)" -o $@ ./$(notdir $@)
+
+$(BIN)/vc-controller-manager: go.mod go.sum
+	@mkdir -p $(BIN)
+	$(GO) build -ldflags "$(LDFLAGS)" -o $@ volcano.sh/volcano/cmd/controller-manager
+
+$(BIN)/vcctl: go.mod go.sum
+	@mkdir -p $(BIN)
+	$(GO) build -ldflags "$(LDFLAGS)" -o $@ volcano.sh/volcano/cmd/cli
+
+$(BIN)/kwok:
+	@mkdir -p $(BIN)
+	GOBIN=$(BIN) GOFLAGS= $(GO) install -ldflags "$(LDFLAGS)" sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
+
+# Volcano's CRDs and kwok's shipped stages, copied out of the module cache.
+$(OUT)/crds/.done: go.mod
+	@mkdir -p $(OUT)/crds
+	$(GO) mod download volcano.sh/volcano
+	d=$$($(GO) list -m -f '{{.Dir}}' volcano.sh/volcano) && \
+	  install -m 0644 $$d/config/crd/volcano/bases/*.yaml $$d/config/crd/jobflow/bases/*.yaml $(OUT)/crds/
+	@touch $@
+
+$(OUT)/kwok-stages/.done: $(BIN)/kwok
+	@mkdir -p $(OUT)/kwok-stages
+	install -m 0644 $(GOMODCACHE)/sigs.k8s.io/kwok@$(KWOK_VERSION)/kustomize/stage/node/fast/node-initialize.yaml \
+	  $(GOMODCACHE)/sigs.k8s.io/kwok@$(KWOK_VERSION)/kustomize/stage/pod/fast/pod-ready.yaml \
+	  $(GOMODCACHE)/sigs.k8s.io/kwok@$(KWOK_VERSION)/kustomize/stage/pod/fast/pod-delete.yaml $(OUT)/kwok-stages/
+	@touch $@
+
+cluster: build
+	$(BIN)/localcluster up
+
+cluster-down:
+	@if [ -x $(BIN)/localcluster ]; then $(BIN)/localcluster down; else rm -rf $(OUT)/local; fi
+
+cluster-status:
+	@$(BIN)/localcluster status
+
+demo: cluster
+	$(GO) run ./e2e/cmd/demo
+
+vet:
+	$(GO) vet ./...
+	cd e2e/tools && $(GO) vet ./...
+
+# Unit tests, fuzz seed corpora included (go test runs them as tests).
+unit:
+	$(GO) test -count=1 ./...
+
+ctest:
+	@if [ -f vcuda/Makefile ]; then $(MAKE) -C vcuda test; fi
+
+# End-to-end tests on the local cluster: reuse a running one, else start one
+# for the run and stop it afterwards.
+e2e: build
+	$(GO) test -count=1 -tags e2e -timeout 30m ./e2e/tests/ -v -args -v=0 2>&1 | tee $(OUT)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
+
+test: vet unit ctest e2e
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./api/... ./plugins/... ./device-plugin/...
+	@if [ -f vcuda/Makefile ]; then $(MAKE) -C vcuda bench; fi
+
+clean: cluster-down
+	rm -rf $(OUT)

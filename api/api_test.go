@@ -1,0 +1,187 @@
+package api
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+func pairInventory() Inventory {
+	return Inventory{
+		Heartbeat: t0,
+		GPUs: []GPU{
+			{Index: 0, UUID: "GPU-0000", Model: "A100-SXM4-40GB", MemoryMiB: 40960, Healthy: true, NUMA: 0, MaxShares: 10},
+			{Index: 1, UUID: "GPU-0001", Model: "A100-SXM4-40GB", MemoryMiB: 40960, Healthy: true, NUMA: 0, MaxShares: 10},
+		},
+		NVLinks: [][]int{{0, 12}, {12, 0}},
+		PCIe:    [][]PCIeLevel{{PCIeInternal, PCIeNode}, {PCIeNode, PCIeInternal}},
+	}
+}
+
+func sampleAssignment() Assignment {
+	return Assignment{
+		PodUID: "3f1c-uid", Node: "a100-40g-0", Time: t0, Phase: PhaseAssigned,
+		Containers: []ContainerAssignment{
+			{Name: "setup", Init: true, Devices: []DeviceShare{{UUID: "GPU-0000", MemoryMiB: 1024, Cores: 10}}},
+			{Name: "main", Devices: []DeviceShare{{UUID: "GPU-0000", MemoryMiB: 8192, Cores: 30}, {UUID: "GPU-0001", MemoryMiB: 8192, Cores: 30}}},
+		},
+	}
+}
+
+func TestInventoryRoundTrip(t *testing.T) {
+	in := pairInventory()
+	s, err := EncodeInventory(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := DecodeInventory(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Version = Version
+	if d := cmp.Diff(in, out); d != "" {
+		t.Errorf("round trip (-in +out):\n%s", d)
+	}
+	if got := out.Link(0, 1); got != (Link{NVLinks: 12, PCIe: PCIeNode}) {
+		t.Errorf("Link(0,1) = %+v", got)
+	}
+}
+
+func TestDecodeInventoryErrors(t *testing.T) {
+	good, _ := EncodeInventory(pairInventory())
+	tests := []struct {
+		name  string
+		value string
+		want  string // substring of the error
+	}{
+		{"empty", "", "expected a JSON object"},
+		{"not JSON", "{", "expected a valid JSON object"},
+		{"wrong version", strings.Replace(good, `"v1"`, `"v9"`, 1), `field version: expected "v1"`},
+		{"unknown field", strings.Replace(good, `"gpus"`, `"extra":1,"gpus"`, 1), `unknown field "extra"`},
+		{"memory as string", strings.Replace(good, `"memoryMiB":40960`, `"memoryMiB":"40960"`, 1), "field gpus.memoryMiB: expected a JSON int64"},
+		{"negative memory", strings.Replace(good, `"memoryMiB":40960`, `"memoryMiB":-1`, 1), "field gpus[0].memoryMiB: expected a positive number of MiB, got -1"},
+		{"duplicate uuid", strings.Replace(good, `GPU-0001`, `GPU-0000`, 1), "field gpus[1].uuid: expected a UUID not already used by gpus[0]"},
+		{"zero shares", strings.Replace(good, `"maxShares":10`, `"maxShares":0`, 1), "field gpus[0].maxShares: expected an integer from 1 to 100"},
+		{"asymmetric links", strings.Replace(good, `[[0,12],[12,0]]`, `[[0,12],[4,0]]`, 1), "field nvlinks[0][1]: expected the same value as nvlinks[1][0]"},
+		{"matrix too small", strings.Replace(good, `[[0,12],[12,0]]`, `[[0,12]]`, 1), "field nvlinks: expected a 2×2 matrix"},
+		{"bad pcie level", strings.Replace(good, `"pcie":[[0,4],[4,0]]`, `"pcie":[[0,9],[9,0]]`, 1), "field pcie[0][1]: expected a PCIe level"},
+		{"trailing data", good + "{}", "expected a single JSON object"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := DecodeInventory(tc.value)
+			if err == nil {
+				t.Fatalf("DecodeInventory(%q) succeeded, want error containing %q", tc.value, tc.want)
+			}
+			if !errors.Is(err, ErrMalformed) {
+				t.Errorf("error %v does not wrap ErrMalformed", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), InventoryKey) {
+				t.Errorf("error = %q, want it to start with %q and contain %q", err, InventoryKey, tc.want)
+			}
+		})
+	}
+}
+
+func TestAssignmentRoundTrip(t *testing.T) {
+	in := sampleAssignment()
+	s, err := EncodeAssignment(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := DecodeAssignment(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Version = Version
+	if d := cmp.Diff(in, out); d != "" {
+		t.Errorf("round trip (-in +out):\n%s", d)
+	}
+	if c, ok := out.Container("setup", true); !ok || c.Devices[0].MemoryMiB != 1024 {
+		t.Errorf("Container(setup, init) = %+v, %v", c, ok)
+	}
+	if _, ok := out.Container("setup", false); ok {
+		t.Error("Container(setup, app) found an init container")
+	}
+}
+
+func TestDecodeAssignmentErrors(t *testing.T) {
+	good, _ := EncodeAssignment(sampleAssignment())
+	tests := []struct{ name, value, want string }{
+		{"no pod uid", strings.Replace(good, `"podUID":"3f1c-uid"`, `"podUID":""`, 1), "field podUID: expected the pod's UID"},
+		{"bad phase", strings.Replace(good, `"assigned"`, `"running"`, 1), `field phase: expected "assigned" or "allocated", got "running"`},
+		{"cores over 100", strings.Replace(good, `"cores":30`, `"cores":130`, 1), "field containers[1].devices[0].cores: expected a percentage from 0 to 100, got 130"},
+		{"gpu twice", strings.Replace(good, `"GPU-0001"`, `"GPU-0000"`, 1), "field containers[1].devices[1].uuid: expected each GPU once per container"},
+		{"no devices", strings.Replace(good, `"devices":[{"uuid":"GPU-0000","memoryMiB":1024,"cores":10}]`, `"devices":[]`, 1), "field containers[0].devices: expected at least one GPU"},
+		{"zero memory", strings.Replace(good, `"memoryMiB":1024`, `"memoryMiB":0`, 1), "field containers[0].devices[0].memoryMiB: expected a positive number of MiB, got 0"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := DecodeAssignment(tc.value)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("DecodeAssignment error = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParsePodOptions(t *testing.T) {
+	tests := []struct {
+		name    string
+		ann     map[string]string
+		want    PodOptions
+		wantErr string
+	}{
+		{name: "none", ann: map[string]string{"other.io/x": "y"}},
+		{
+			name: "all set",
+			ann: map[string]string{
+				GPUTypeIncludeKey: "A100, H100", GPUUUIDExcludeKey: "GPU-1",
+				TopologyKey: "required", DevicePolicyKey: "spread", NodePolicyKey: "binpack", ComputePolicyKey: "balance",
+			},
+			want: PodOptions{TypeInclude: []string{"A100", "H100"}, UUIDExclude: []string{"GPU-1"}, Topology: TopologyRequired,
+				DevicePolicy: PolicySpread, NodePolicy: PolicyBinpack, ComputePolicy: ComputeBalance},
+		},
+		{name: "bad topology", ann: map[string]string{TopologyKey: "strict"}, wantErr: TopologyKey + `: expected one of prefer, required, none, got "strict"`},
+		{name: "empty list item", ann: map[string]string{GPUTypeExcludeKey: "A100,,L4"}, wantErr: "field item 1: expected a comma-separated list with no empty items"},
+		{name: "typo key", ann: map[string]string{Prefix + "topolgy": "none"}, wantErr: Prefix + "topolgy: expected one of the known annotations"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParsePodOptions(tc.ann)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestResourceNamesValidate(t *testing.T) {
+	if err := DefaultResourceNames().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := DefaultResourceNames()
+	r.Cores = r.Memory
+	if err := r.Validate(); err == nil || !strings.Contains(err.Error(), "expected distinct names") {
+		t.Errorf("duplicate names: err = %v", err)
+	}
+	r = DefaultResourceNames()
+	r.Number = "vgpu"
+	if err := r.Validate(); err == nil || !strings.Contains(err.Error(), "domain-prefixed") {
+		t.Errorf("unprefixed name: err = %v", err)
+	}
+}

@@ -1,0 +1,123 @@
+package api
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Topology says how much a multi-GPU container cares about GPU links.
+type Topology string
+
+const (
+	TopologyPrefer   Topology = "prefer"   // best-connected set, else any (default)
+	TopologyRequired Topology = "required" // best-connected set or not at all
+	TopologyNone     Topology = "none"     // ignore links
+)
+
+// Policy places work: binpack fills the fullest place first, spread the emptiest.
+type Policy string
+
+const (
+	PolicyBinpack Policy = "binpack"
+	PolicySpread  Policy = "spread"
+)
+
+// ComputePolicy is how libvcuda enforces the cores share.
+type ComputePolicy string
+
+const (
+	ComputeFixed   ComputePolicy = "fixed"   // hard cap at the share
+	ComputeBalance ComputePolicy = "balance" // share guaranteed, may burst when idle
+	ComputeNone    ComputePolicy = "none"    // no throttling
+)
+
+// PodOptions are the per-pod choices made through annotations.
+type PodOptions struct {
+	TypeInclude, TypeExclude []string
+	UUIDInclude, UUIDExclude []string
+	Topology                 Topology      // "" = scheduler default
+	DevicePolicy, NodePolicy Policy        // "" = scheduler default
+	ComputePolicy            ComputePolicy // "" = node or plugin default
+}
+
+// ParsePodOptions reads the pod annotations this project owns. Unknown
+// annotations under Prefix are errors, so a typo does not silently do nothing.
+func ParsePodOptions(annotations map[string]string) (PodOptions, error) {
+	var o PodOptions
+	var err error
+	keys := make([]string, 0, len(annotations))
+	for k := range annotations {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !strings.HasPrefix(k, Prefix) {
+			continue
+		}
+		v := annotations[k]
+		switch k {
+		case AssignmentKey:
+		case GPUTypeIncludeKey:
+			o.TypeInclude, err = parseList(k, v, false)
+		case GPUTypeExcludeKey:
+			o.TypeExclude, err = parseList(k, v, false)
+		case GPUUUIDIncludeKey:
+			o.UUIDInclude, err = parseList(k, v, true)
+		case GPUUUIDExcludeKey:
+			o.UUIDExclude, err = parseList(k, v, true)
+		case TopologyKey:
+			o.Topology, err = parseEnum(k, v, TopologyPrefer, TopologyRequired, TopologyNone)
+		case DevicePolicyKey:
+			o.DevicePolicy, err = parseEnum(k, v, PolicyBinpack, PolicySpread)
+		case NodePolicyKey:
+			o.NodePolicy, err = parseEnum(k, v, PolicyBinpack, PolicySpread)
+		case ComputePolicyKey:
+			o.ComputePolicy, err = ParseComputePolicy(k, v)
+		default:
+			return PodOptions{}, fieldErr(k, "", "one of the known annotations "+strings.Join(podKeys(), ", "), "an unknown key")
+		}
+		if err != nil {
+			return PodOptions{}, err
+		}
+	}
+	return o, nil
+}
+
+// ParseComputePolicy reads a compute policy value found under key.
+func ParseComputePolicy(key, v string) (ComputePolicy, error) {
+	return parseEnum(key, v, ComputeFixed, ComputeBalance, ComputeNone)
+}
+
+func podKeys() []string {
+	return []string{AssignmentKey, GPUTypeIncludeKey, GPUTypeExcludeKey, GPUUUIDIncludeKey, GPUUUIDExcludeKey,
+		TopologyKey, DevicePolicyKey, NodePolicyKey, ComputePolicyKey}
+}
+
+func parseEnum[T ~string](key, v string, allowed ...T) (T, error) {
+	for _, a := range allowed {
+		if string(a) == strings.TrimSpace(v) {
+			return a, nil
+		}
+	}
+	names := make([]string, len(allowed))
+	for i, a := range allowed {
+		names[i] = string(a)
+	}
+	return "", fieldErr(key, "", "one of "+strings.Join(names, ", "), fmt.Sprintf("%q", v))
+}
+
+func parseList(key, v string, uuids bool) ([]string, error) {
+	var out []string
+	for i, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			return nil, fieldErr(key, fmt.Sprintf("item %d", i), "a comma-separated list with no empty items", fmt.Sprintf("%q", v))
+		}
+		if uuids && !validUUID(item) {
+			return nil, fieldErr(key, fmt.Sprintf("item %d", i), "a GPU UUID", fmt.Sprintf("%q", item))
+		}
+		out = append(out, item)
+	}
+	return out, nil
+}

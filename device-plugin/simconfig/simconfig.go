@@ -1,0 +1,191 @@
+// Package simconfig reads the simulated-cluster files in config/sim: which
+// nodes exist and which GPUs, NVLinks and NUMA nodes each has. The local
+// cluster creates the nodes from it and the device plugin's simulation
+// backend builds its mock NVML from it, so both see the same UUIDs.
+package simconfig
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Version is the only accepted value of File.Version.
+const Version = "v1"
+
+// Topology names how the GPUs of a node are linked.
+type Topology string
+
+const (
+	TopologyNVSwitch Topology = "nvswitch" // all-to-all through NVSwitch
+	TopologyPairs    Topology = "pairs"    // NVLink bridges (0,1)(2,3)…
+	TopologyPCIe     Topology = "pcie"     // no NVLink
+)
+
+// File is one config/sim/*.yaml.
+type File struct {
+	Version string  `json:"version"`
+	Groups  []Group `json:"nodes"`
+}
+
+// Group is a set of identical nodes named Prefix-0 … Prefix-(Count-1).
+type Group struct {
+	Prefix    string            `json:"namePrefix"`
+	Count     int               `json:"count"`
+	CPU       string            `json:"cpu"`
+	Memory    string            `json:"memory"`
+	Pods      int               `json:"pods"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Model     string            `json:"gpuModel"`
+	GPUs      int               `json:"gpus"`
+	MemoryMiB int64             `json:"gpuMemoryMiB"`
+	Topology  Topology          `json:"topology"`
+	NVLinks   int               `json:"nvlinksPerPair"`
+	// NUMA lists the NUMA node of each GPU; empty means all on node 0.
+	NUMA      []int `json:"numa,omitempty"`
+	MaxShares int   `json:"maxShares"`
+}
+
+// GPU is one simulated GPU.
+type GPU struct {
+	Index     int
+	UUID      string
+	BusID     string
+	Model     string
+	MemoryMiB int64
+	NUMA      int
+	MaxShares int
+}
+
+// Node is one simulated node.
+type Node struct {
+	Name     string
+	CPU      string
+	Memory   string
+	Pods     int
+	Labels   map[string]string
+	GPUs     []GPU
+	Topology Topology
+	NVLinks  int
+}
+
+// NVLinkCount returns the number of NVLinks between GPUs i and j.
+func (n *Node) NVLinkCount(i, j int) int {
+	if i == j {
+		return 0
+	}
+	switch n.Topology {
+	case TopologyNVSwitch:
+		return n.NVLinks
+	case TopologyPairs:
+		if i/2 == j/2 {
+			return n.NVLinks
+		}
+	}
+	return 0
+}
+
+// Load reads and validates one file.
+func Load(path string) (File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return File{}, fmt.Errorf("simulated cluster file: %w", err)
+	}
+	f, err := Parse(data)
+	if err != nil {
+		return File{}, fmt.Errorf("simulated cluster file %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Parse decodes and validates a file's contents; unknown keys are errors.
+func Parse(data []byte) (File, error) {
+	var f File
+	if err := yaml.UnmarshalStrict(bytes.TrimSpace(data), &f); err != nil {
+		return File{}, err
+	}
+	return f, f.Validate()
+}
+
+// Validate checks every group.
+func (f File) Validate() error {
+	if f.Version != Version {
+		return fmt.Errorf("version: expected %q, got %q", Version, f.Version)
+	}
+	if len(f.Groups) == 0 {
+		return errors.New("nodes: expected at least one node group")
+	}
+	prefixes := map[string]bool{}
+	for i, g := range f.Groups {
+		field := func(name string) string { return fmt.Sprintf("nodes[%d].%s", i, name) }
+		switch {
+		case g.Prefix == "" || prefixes[g.Prefix]:
+			return fmt.Errorf("%s: expected a unique node name prefix, got %q", field("namePrefix"), g.Prefix)
+		case g.Count < 1:
+			return fmt.Errorf("%s: expected at least 1, got %d", field("count"), g.Count)
+		case g.GPUs < 1 || g.GPUs > 16:
+			return fmt.Errorf("%s: expected 1 to 16 GPUs, got %d", field("gpus"), g.GPUs)
+		case g.Model == "":
+			return fmt.Errorf("%s: expected a GPU model name", field("gpuModel"))
+		case g.MemoryMiB <= 0:
+			return fmt.Errorf("%s: expected a positive number of MiB, got %d", field("gpuMemoryMiB"), g.MemoryMiB)
+		case g.Topology != TopologyNVSwitch && g.Topology != TopologyPairs && g.Topology != TopologyPCIe:
+			return fmt.Errorf("%s: expected nvswitch, pairs or pcie, got %q", field("topology"), g.Topology)
+		case g.Topology != TopologyPCIe && g.NVLinks < 1:
+			return fmt.Errorf("%s: expected at least 1 NVLink per pair for topology %s", field("nvlinksPerPair"), g.Topology)
+		case len(g.NUMA) != 0 && len(g.NUMA) != g.GPUs:
+			return fmt.Errorf("%s: expected one NUMA node per GPU (%d), got %d", field("numa"), g.GPUs, len(g.NUMA))
+		case g.MaxShares < 1 || g.MaxShares > 100:
+			return fmt.Errorf("%s: expected 1 to 100, got %d", field("maxShares"), g.MaxShares)
+		case g.CPU == "" || g.Memory == "" || g.Pods < 1:
+			return fmt.Errorf("%s: expected cpu, memory and pods to be set", field("cpu/memory/pods"))
+		}
+		prefixes[g.Prefix] = true
+	}
+	return nil
+}
+
+// Nodes expands the groups into nodes, in a stable order. UUIDs and PCI bus
+// IDs are derived from the node name, so every reader gets the same ones.
+func (f File) Nodes() []Node {
+	var nodes []Node
+	for _, g := range f.Groups {
+		for k := 0; k < g.Count; k++ {
+			n := Node{
+				Name: fmt.Sprintf("%s-%d", g.Prefix, k), CPU: g.CPU, Memory: g.Memory, Pods: g.Pods,
+				Labels: g.Labels, Topology: g.Topology, NVLinks: g.NVLinks,
+			}
+			for i := 0; i < g.GPUs; i++ {
+				numa := 0
+				if len(g.NUMA) > 0 {
+					numa = g.NUMA[i]
+				}
+				n.GPUs = append(n.GPUs, GPU{
+					Index: i, UUID: uuidFor(n.Name, i), BusID: fmt.Sprintf("00000000:%02X:00.0", 0x10+i*0x10),
+					Model: g.Model, MemoryMiB: g.MemoryMiB, NUMA: numa, MaxShares: g.MaxShares,
+				})
+			}
+			nodes = append(nodes, n)
+		}
+	}
+	return nodes
+}
+
+// Find returns the node with the given name.
+func (f File) Find(name string) (Node, bool) {
+	for _, n := range f.Nodes() {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return Node{}, false
+}
+
+func uuidFor(node string, index int) string {
+	h := sha256.Sum256(fmt.Appendf(nil, "%s/%d", node, index))
+	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}

@@ -1,0 +1,100 @@
+package simconfig
+
+import (
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+func repoFile(t *testing.T, rel string) string {
+	_, here, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(here), "..", "..", rel)
+}
+
+func TestShippedFiles(t *testing.T) {
+	tests := []struct {
+		file      string
+		nodes     int
+		firstGPUs int
+	}{
+		{"config/sim/local.yaml", 6, 8},
+		{"config/sim/bench.yaml", 200, 8},
+	}
+	for _, tc := range tests {
+		t.Run(tc.file, func(t *testing.T) {
+			f, err := Load(repoFile(t, tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			nodes := f.Nodes()
+			if len(nodes) != tc.nodes || len(nodes[0].GPUs) != tc.firstGPUs {
+				t.Fatalf("got %d nodes, first with %d GPUs; want %d and %d", len(nodes), len(nodes[0].GPUs), tc.nodes, tc.firstGPUs)
+			}
+			seen := map[string]bool{}
+			for _, n := range nodes {
+				for _, g := range n.GPUs {
+					if seen[g.UUID] {
+						t.Fatalf("UUID %s appears twice", g.UUID)
+					}
+					seen[g.UUID] = true
+				}
+			}
+		})
+	}
+}
+
+func TestTopology(t *testing.T) {
+	f, err := Load(repoFile(t, "config/sim/local.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		node string
+		i, j int
+		want int
+	}{
+		{"a100-80g-0", 0, 7, 12}, // NVSwitch: every pair
+		{"a100-40g-0", 2, 3, 4},  // pair (2,3)
+		{"a100-40g-0", 1, 2, 0},  // different pairs
+		{"l4-1", 0, 1, 0},        // PCIe only
+		{"a100-80g-0", 3, 3, 0},  // no link to itself
+	}
+	for _, tc := range tests {
+		n, ok := f.Find(tc.node)
+		if !ok {
+			t.Fatalf("node %s not found", tc.node)
+		}
+		if got := n.NVLinkCount(tc.i, tc.j); got != tc.want {
+			t.Errorf("%s NVLinkCount(%d,%d) = %d, want %d", tc.node, tc.i, tc.j, got, tc.want)
+		}
+	}
+}
+
+func TestUUIDsStable(t *testing.T) {
+	if a, b := uuidFor("n1", 0), uuidFor("n1", 0); a != b || !strings.HasPrefix(a, "GPU-") {
+		t.Fatalf("uuidFor not stable: %s %s", a, b)
+	}
+	if uuidFor("n1", 0) == uuidFor("n1", 1) {
+		t.Fatal("uuidFor collides across indexes")
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	base := "version: v1\nnodes:\n- {namePrefix: x, count: 1, cpu: '1', memory: 1Gi, pods: 10, gpuModel: L4, gpus: 2, gpuMemoryMiB: 100, topology: pcie, maxShares: 4"
+	tests := []struct{ name, doc, want string }{
+		{"unknown key", base + ", colour: red}", `unknown field "colour"`},
+		{"bad version", strings.Replace(base, "v1", "v2", 1) + "}", `version: expected "v1"`},
+		{"bad topology", strings.Replace(base, "pcie", "mesh", 1) + "}", "nodes[0].topology: expected nvswitch, pairs or pcie"},
+		{"numa length", base + ", numa: [0]}", "nodes[0].numa: expected one NUMA node per GPU (2), got 1"},
+		{"nvlink without count", strings.Replace(base, "pcie", "pairs", 1) + "}", "nodes[0].nvlinksPerPair"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.doc))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Parse error = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

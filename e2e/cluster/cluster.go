@@ -1,0 +1,247 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig"
+)
+
+// Cluster is a running local cluster.
+type Cluster struct {
+	Config     Config
+	RestConfig *rest.Config
+	Client     kubernetes.Interface
+	// Started is true when this Up started etcd (a fresh cluster), false when
+	// it found one running and reused it.
+	Started bool
+	Nodes   []simconfig.Node
+}
+
+// component is one control-plane process: how to start it and how to know
+// it is ready.
+type component struct {
+	proc
+	port  int // a port it listens on, checked free before start
+	ready func() error
+	wait  time.Duration
+}
+
+// Up starts whatever part of the cluster is not running and waits until all
+// of it is ready. It is idempotent.
+func Up(ctx context.Context, cfg Config) (*Cluster, error) {
+	logger := klog.FromContext(ctx)
+	sim, err := simconfig.Load(cfg.SimFile)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range []string{cfg.StateDir, cfg.SocketDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	cr, err := cfg.ensureCredentials()
+	if err != nil {
+		return nil, fmt.Errorf("credentials: %w", err)
+	}
+	if err := cfg.writeStages(); err != nil {
+		return nil, err
+	}
+	cl := &Cluster{Config: cfg, Nodes: sim.Nodes()}
+
+	for _, comp := range cfg.controlPlane(cr) {
+		if comp.name == "vc-controller-manager" {
+			// Everything after the apiserver needs the kubeconfig and CRDs.
+			if err := cl.connect(cr); err != nil {
+				return nil, err
+			}
+			if err := applyCRDs(ctx, cl.RestConfig, cfg.CRDDir); err != nil {
+				return nil, err
+			}
+		}
+		if err := cfg.ensure(ctx, comp, &cl.Started); err != nil {
+			return nil, err
+		}
+		logger.V(2).Info("Component ready", "component", comp.name)
+	}
+	if err := cl.ensureNodes(ctx); err != nil {
+		return nil, err
+	}
+	if err := cl.ensureNodeAgents(ctx); err != nil {
+		return nil, err
+	}
+	return cl, nil
+}
+
+// ensure starts comp unless it already runs, then waits for it to be ready.
+func (c Config) ensure(ctx context.Context, comp component, started *bool) error {
+	logger := klog.FromContext(ctx)
+	if pid, alive := c.running(comp.name); alive {
+		if err := comp.ready(); err == nil {
+			logger.V(2).Info("Reusing running component", "component", comp.name, "pid", pid)
+			return nil
+		}
+		return c.waitFor(ctx, comp.name, comp.wait, comp.ready)
+	} else if pid != 0 {
+		logger.Info("Removing stale pid file left by a crashed run", "component", comp.name, "pid", pid)
+		_ = os.Remove(c.pidFile(comp.name))
+	}
+	if comp.port != 0 {
+		if err := portFree(comp.name, comp.port); err != nil {
+			return err
+		}
+	}
+	if comp.name == "etcd" {
+		*started = true
+	}
+	pid, err := c.start(comp.proc)
+	if err != nil {
+		return err
+	}
+	logger.Info("Started", "component", comp.name, "pid", pid, "log", filepath.Join(c.logDir(), comp.name+".log"))
+	return c.waitFor(ctx, comp.name, comp.wait, comp.ready)
+}
+
+func (c Config) controlPlane(cr credentials) []component {
+	p := c.Ports
+	loop := func(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
+	etcdURL := "http://" + loop(p.EtcdClient)
+	peerURL := "http://" + loop(p.EtcdPeer)
+	insecure := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // readiness probe only, before the CA file exists
+	}}
+	httpOK := func(url, token, want string) func() error {
+		return func() error {
+			req, _ := http.NewRequest(http.MethodGet, url, nil)
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			resp, err := insecure.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+				return fmt.Errorf("%s: HTTP %d %s", url, resp.StatusCode, strings.TrimSpace(string(body)))
+			}
+			return nil
+		}
+	}
+	kubeconfig := "--kubeconfig=" + c.Kubeconfig()
+	return []component{
+		{
+			proc: proc{name: "etcd", args: []string{c.bin("etcd"),
+				"--name=vgpu-local", "--data-dir=" + filepath.Join(c.StateDir, "etcd"),
+				"--listen-client-urls=" + etcdURL, "--advertise-client-urls=" + etcdURL,
+				"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
+				"--initial-cluster=vgpu-local=" + peerURL, "--unsafe-no-fsync=true",
+				"--log-level=warn"}},
+			port: p.EtcdClient, ready: httpOK(etcdURL+"/health", "", `"health":"true"`), wait: 30 * time.Second,
+		},
+		{
+			proc: proc{name: "kube-apiserver", args: []string{c.bin("kube-apiserver"),
+				"--etcd-servers=" + etcdURL, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+				fmt.Sprintf("--secure-port=%d", p.APIServer), "--cert-dir=" + c.certDir(),
+				"--token-auth-file=" + cr.tokenFile, "--authorization-mode=RBAC",
+				"--service-account-key-file=" + cr.saKey, "--service-account-signing-key-file=" + cr.saKey,
+				"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+				"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+				"--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
+				"--profiling=false", "--v=0"}},
+			port:  p.APIServer,
+			ready: httpOK(fmt.Sprintf("https://127.0.0.1:%d/readyz", p.APIServer), cr.token, "ok"),
+			wait:  90 * time.Second,
+		},
+		{
+			proc: proc{name: "vc-controller-manager", args: []string{c.bin("vc-controller-manager"), kubeconfig,
+				"--leader-elect=false", "--listen-address=" + loop(p.ControllerMetrics),
+				"--enable-healthz", "--healthz-address=" + loop(p.ControllerHealthz),
+				"--kube-api-qps=500", "--kube-api-burst=1000"}},
+			port: p.ControllerHealthz, ready: httpOK("http://"+loop(p.ControllerHealthz)+"/healthz", "", "ok"), wait: 60 * time.Second,
+		},
+		{
+			proc: proc{name: "vc-scheduler", args: []string{c.bin("vc-scheduler"), kubeconfig,
+				"--scheduler-conf=" + c.SchedulerConf, "--leader-elect=false",
+				"--listen-address=" + loop(p.SchedulerMetrics), "--enable-metrics",
+				"--enable-healthz", "--healthz-address=" + loop(p.SchedulerHealthz)}},
+			port: p.SchedulerHealthz, ready: httpOK("http://"+loop(p.SchedulerHealthz)+"/healthz", "", "ok"), wait: 60 * time.Second,
+		},
+		{
+			proc: proc{name: "kwok", args: []string{c.bin("kwok"), kubeconfig,
+				"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
+				"--config=" + filepath.Join(c.StateDir, "kwok-stages.yaml"),
+				"--server-address=" + loop(p.KwokServer)}},
+			port: p.KwokServer, ready: httpOK("http://"+loop(p.KwokServer)+"/healthz", "", "ok"), wait: 30 * time.Second,
+		},
+	}
+}
+
+// connect writes the kubeconfig and builds the clients.
+func (cl *Cluster) connect(cr credentials) error {
+	if err := cl.Config.writeKubeconfig(cr); err != nil {
+		return err
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", cl.Config.Kubeconfig())
+	if err != nil {
+		return fmt.Errorf("kubeconfig %s: %w", cl.Config.Kubeconfig(), err)
+	}
+	rc.QPS, rc.Burst = 200, 400
+	cl.RestConfig = rc
+	cl.Client, err = kubernetes.NewForConfig(rc)
+	return err
+}
+
+// Down stops every process the harness started, newest first, and removes
+// the cluster's state.
+func Down(ctx context.Context, cfg Config) error {
+	logger := klog.FromContext(ctx)
+	order := []string{"kwok", "vc-scheduler", "vc-controller-manager", "kube-apiserver", "etcd"}
+	// Node agents first, then the control plane in reverse start order.
+	names := cfg.pidNames()
+	var rest []string
+	for _, n := range names {
+		if !slices.Contains(order, n) {
+			rest = append(rest, n)
+		}
+	}
+	var errs []string
+	for _, n := range append(rest, order...) {
+		if pid, alive := cfg.running(n); alive {
+			logger.Info("Stopping", "component", n, "pid", pid)
+		}
+		if err := cfg.stop(n, 10*time.Second); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("cluster-down: %s", strings.Join(errs, "; "))
+	}
+	if err := os.RemoveAll(cfg.SocketDir); err != nil {
+		return err
+	}
+	return os.RemoveAll(cfg.StateDir)
+}
+
+// Status lists the harness's processes and whether each is alive.
+func Status(cfg Config) map[string]bool {
+	out := map[string]bool{}
+	for _, n := range cfg.pidNames() {
+		_, alive := cfg.running(n)
+		out[n] = alive
+	}
+	return out
+}

@@ -1,0 +1,108 @@
+// Package cluster starts and stops the local test cluster: etcd,
+// kube-apiserver, kwok, Volcano's vc-controller-manager and our vc-scheduler,
+// all on 127.0.0.1, plus one simulated GPU node per entry of a config/sim file
+// (a kwok node, its device plugin in simulation mode and the kubelet
+// emulator that drives it).
+//
+// Every process is started detached with its pid in StateDir/pids, so the
+// cluster outlives the command that started it (make cluster) and is reused
+// by the e2e tests; Down stops exactly those pids. Up is idempotent: a running,
+// healthy cluster is reused, and the leftovers of a crashed run (pid files of
+// dead processes, a port held by a process that is not ours) are reported
+// with what to do, never waited on.
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Ports used on 127.0.0.1. Override with the environment variables named in
+// EnvPortBase: every port is the base plus a fixed offset.
+type Ports struct {
+	EtcdClient, EtcdPeer      int
+	APIServer                 int
+	SchedulerMetrics          int
+	SchedulerHealthz          int
+	ControllerMetrics         int
+	ControllerHealthz         int
+	KwokServer                int
+	DevicePluginMetricsOffset int // first device plugin metrics port; +1 per node
+}
+
+// EnvPortBase moves every port of the local cluster (default 24000).
+const EnvPortBase = "VGPU_CLUSTER_PORT_BASE"
+
+func portsFrom(base int) Ports {
+	return Ports{
+		EtcdClient: base + 1, EtcdPeer: base + 2, APIServer: base + 3,
+		SchedulerMetrics: base + 10, SchedulerHealthz: base + 11,
+		ControllerMetrics: base + 12, ControllerHealthz: base + 13,
+		KwokServer: base + 14, DevicePluginMetricsOffset: base + 100,
+	}
+}
+
+// Config says where the binaries are, where state goes and what to start.
+type Config struct {
+	Root          string // repository root
+	BinDir        string // built binaries (make build-cluster)
+	StateDir      string // pids, logs, certificates, etcd data, kubeconfig
+	SocketDir     string // kubelet/device-plugin sockets (short path: 107-byte limit)
+	SimFile       string // config/sim file with the nodes to create
+	SchedulerConf string // vc-scheduler configuration
+	CRDDir        string // Volcano CRDs copied by the Makefile
+	StagesFile    string // our kwok stages
+	KwokStagesDir string // kwok's shipped stages copied by the Makefile
+	Ports         Ports
+}
+
+// DefaultConfig lays everything out under root/_output.
+func DefaultConfig(root string) (Config, error) {
+	base := 24000
+	if v := os.Getenv(EnvPortBase); v != "" {
+		b, err := strconv.Atoi(v)
+		if err != nil || b < 1024 || b > 65000 {
+			return Config{}, fmt.Errorf("%s=%q: expected a port number from 1024 to 65000", EnvPortBase, v)
+		}
+		base = b
+	}
+	out := filepath.Join(root, "_output")
+	return Config{
+		Root:          root,
+		BinDir:        filepath.Join(out, "bin"),
+		StateDir:      filepath.Join(out, "local"),
+		SocketDir:     filepath.Join(os.TempDir(), fmt.Sprintf("vgpu-%d-%d", os.Getuid(), base)),
+		SimFile:       filepath.Join(root, "config", "sim", "local.yaml"),
+		SchedulerConf: filepath.Join(root, "config", "scheduler", "volcano-scheduler.conf"),
+		CRDDir:        filepath.Join(out, "crds"),
+		StagesFile:    filepath.Join(root, "config", "kwok", "stages.yaml"),
+		KwokStagesDir: filepath.Join(out, "kwok-stages"),
+		Ports:         portsFrom(base),
+	}, nil
+}
+
+// Kubeconfig is the path of the admin kubeconfig Up writes.
+func (c Config) Kubeconfig() string { return filepath.Join(c.StateDir, "kubeconfig") }
+
+func (c Config) logDir() string  { return filepath.Join(c.StateDir, "logs") }
+func (c Config) pidDir() string  { return filepath.Join(c.StateDir, "pids") }
+func (c Config) certDir() string { return filepath.Join(c.StateDir, "certs") }
+func (c Config) bin(name string) string {
+	return filepath.Join(c.BinDir, name)
+}
+
+// FindRoot walks up from dir to the directory holding go.mod of the main module.
+func FindRoot(dir string) (string, error) {
+	for d := dir; ; d = filepath.Dir(d) {
+		if data, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil &&
+			strings.HasPrefix(string(data), "module github.com/volcano-vgpu/volcano-vgpu\n") {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no volcano-vgpu checkout above %s: run from the repository", dir)
+		}
+	}
+}

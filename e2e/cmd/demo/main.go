@@ -1,0 +1,188 @@
+// Command demo submits config/examples/vgpu-job.yaml to the local cluster,
+// waits until its pods run, and prints where their GPUs went: pod → node →
+// GPU UUIDs → memory/cores, read from the scheduler's assignment annotation.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	batchv1alpha1 "volcano.sh/apis/pkg/apis/batch/v1alpha1"
+	vcclient "volcano.sh/apis/pkg/client/clientset/versioned"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/cluster"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	wd, _ := os.Getwd()
+	root, err := cluster.FindRoot(wd)
+	if err != nil {
+		return err
+	}
+	cfg, err := cluster.DefaultConfig(root)
+	if err != nil {
+		return err
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig())
+	if err != nil {
+		return fmt.Errorf("no local cluster (%v): run `make cluster` first", err)
+	}
+	kube := kubernetes.NewForConfigOrDie(rc)
+	vc := vcclient.NewForConfigOrDie(rc)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	path := filepath.Join(root, "config", "examples", "vgpu-job.yaml")
+	job, err := readJob(path)
+	if err != nil {
+		return err
+	}
+	jobs := vc.BatchV1alpha1().Jobs(job.Namespace)
+	if err := jobs.Delete(ctx, job.Name, metav1.DeleteOptions{}); err == nil {
+		fmt.Printf("Deleting the previous %s/%s …\n", job.Namespace, job.Name)
+		for {
+			_, err := jobs.Get(ctx, job.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err := waitNoPods(ctx, kube, job); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("Submitting Volcano Job %s/%s from %s\n", job.Namespace, job.Name, path)
+	if _, err := jobs.Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	pods, err := waitRunning(ctx, kube, job)
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	printPlacement(pods)
+	fmt.Println()
+	cmd := exec.CommandContext(ctx, cfg.BinDir+"/vcctl", "job", "list", "-n", job.Namespace)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	fmt.Println("$ vcctl job list -n", job.Namespace)
+	return cmd.Run()
+}
+
+func readJob(path string) (*batchv1alpha1.Job, error) {
+	objs, err := cluster.ReadObjects(path)
+	if err != nil || len(objs) != 1 {
+		return nil, fmt.Errorf("%s: expected one Volcano Job (%v)", path, err)
+	}
+	job := &batchv1alpha1.Job{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(objs[0].Object, job, true); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return job, nil
+}
+
+func jobPods(ctx context.Context, kube kubernetes.Interface, job *batchv1alpha1.Job) ([]corev1.Pod, error) {
+	list, err := kube.CoreV1().Pods(job.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: batchv1alpha1.JobNameKey + "=" + job.Name,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+func waitNoPods(ctx context.Context, kube kubernetes.Interface, job *batchv1alpha1.Job) error {
+	for {
+		pods, err := jobPods(ctx, kube, job)
+		if err != nil {
+			return err
+		}
+		if len(pods) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("old pods of %s still exist", job.Name)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func waitRunning(ctx context.Context, kube kubernetes.Interface, job *batchv1alpha1.Job) ([]corev1.Pod, error) {
+	want := 0
+	for _, t := range job.Spec.Tasks {
+		want += int(t.Replicas)
+	}
+	for {
+		pods, err := jobPods(ctx, kube, job)
+		if err != nil {
+			return nil, err
+		}
+		running := 0
+		for _, p := range pods {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		if running == want && len(pods) == want {
+			return pods, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("job %s: %d of %d pods running after the wait; see `kubectl describe pods -n %s`", job.Name, running, want, job.Namespace)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func printPlacement(pods []corev1.Pod) {
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "POD\tNODE\tCONTAINER\tGPU UUID\tMEMORY (MiB)\tCORES (%)")
+	for _, p := range pods {
+		value, ok := p.Annotations[api.AssignmentKey]
+		if !ok {
+			fmt.Fprintf(w, "%s\t%s\t-\t(no GPU assignment)\t-\t-\n", p.Name, p.Spec.NodeName)
+			continue
+		}
+		a, err := api.DecodeAssignment(value)
+		if err != nil {
+			fmt.Fprintf(w, "%s\t%s\t-\t(%v)\t-\t-\n", p.Name, p.Spec.NodeName, err)
+			continue
+		}
+		for _, c := range a.Containers {
+			name := c.Name
+			if c.Init {
+				name += " (init)"
+			}
+			uuids, mem, cores := make([]string, 0, len(c.Devices)), make([]string, 0, len(c.Devices)), make([]string, 0, len(c.Devices))
+			for _, d := range c.Devices {
+				uuids = append(uuids, d.UUID)
+				mem = append(mem, fmt.Sprint(d.MemoryMiB))
+				cores = append(cores, fmt.Sprint(d.Cores))
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, a.Node, name, strings.Join(uuids, ","), strings.Join(mem, ","), strings.Join(cores, ","))
+		}
+	}
+	w.Flush()
+}
