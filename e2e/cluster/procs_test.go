@@ -1,0 +1,133 @@
+package cluster
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig"
+)
+
+func testConfig(t *testing.T) Config {
+	dir := t.TempDir()
+	return Config{BinDir: filepath.Join(dir, "bin"), StateDir: filepath.Join(dir, "state")}
+}
+
+func TestStalePidFileIsNotRunning(t *testing.T) {
+	cfg := testConfig(t)
+	if err := os.MkdirAll(cfg.pidDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, content string
+	}{
+		{"dead pid", "999999999"},
+		{"garbage", "not-a-pid"},
+		// pid 1 lives but is not one of our binaries (its cmdline is outside BinDir).
+		{"recycled pid", "1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(cfg.pidFile("etcd"), []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, alive := cfg.running("etcd"); alive {
+				t.Errorf("pid file %q reported alive", tc.content)
+			}
+			if err := cfg.stop("etcd", time.Second); err != nil {
+				t.Errorf("stop: %v", err)
+			}
+			if _, err := os.Stat(cfg.pidFile("etcd")); !os.IsNotExist(err) {
+				t.Errorf("stop left the pid file behind")
+			}
+		})
+	}
+}
+
+func TestStartStopRealProcess(t *testing.T) {
+	cfg := testConfig(t)
+	if err := os.MkdirAll(cfg.BinDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sleep := filepath.Join(cfg.BinDir, "sleeper")
+	if err := os.WriteFile(sleep, []byte("#!/bin/sh\nexec sleep 60\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pid, err := cfg.start(proc{name: "sleeper", args: []string{sleep}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(cfg.pidFile("sleeper"))
+	if string(data) != strconv.Itoa(pid) {
+		t.Fatalf("pid file %q, want %d", data, pid)
+	}
+	if err := cfg.stop("sleeper", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, alive := cfg.running("sleeper"); alive {
+		t.Fatal("process still alive after stop")
+	}
+}
+
+func TestMissingBinaryNamesTheFix(t *testing.T) {
+	cfg := testConfig(t)
+	_, err := cfg.start(proc{name: "etcd", args: []string{filepath.Join(cfg.BinDir, "etcd")}})
+	if err == nil || !strings.Contains(err.Error(), "run `make build`") {
+		t.Fatalf("err = %v, want a hint to run make build", err)
+	}
+}
+
+func TestPortInUseIsReported(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	err = portFree("kube-apiserver", port)
+	if err == nil || !strings.Contains(err.Error(), "in use by a process this cluster did not start") || !strings.Contains(err.Error(), EnvPortBase) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestWaitForReportsDeadProcess(t *testing.T) {
+	cfg := testConfig(t)
+	err := cfg.waitFor(context.Background(), "ghost", 5*time.Second, func() error { return os.ErrNotExist })
+	if err == nil || !strings.Contains(err.Error(), "exited during start-up") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestDefaultConfigPortBase(t *testing.T) {
+	t.Setenv(EnvPortBase, "31000")
+	cfg, err := DefaultConfig("/repo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Ports.APIServer != 31003 {
+		t.Errorf("APIServer port = %d, want 31003", cfg.Ports.APIServer)
+	}
+	t.Setenv(EnvPortBase, "http")
+	if _, err := DefaultConfig("/repo"); err == nil || !strings.Contains(err.Error(), EnvPortBase) {
+		t.Errorf("bad base: err = %v", err)
+	}
+}
+
+func TestNodeObject(t *testing.T) {
+	f, err := simconfig.Load(filepath.Join("..", "..", "config", "sim", "local.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := NodeObject(f.Nodes()[0])
+	if n.Annotations[kwokNodeAnnotation] != "fake" || n.Labels[LabelSimulated] != "true" {
+		t.Errorf("node %s lacks the kwok annotation or simulated label: %v %v", n.Name, n.Annotations, n.Labels)
+	}
+	if got := n.Status.Allocatable.Cpu().String(); got != "128" {
+		t.Errorf("cpu = %s, want 128", got)
+	}
+}
