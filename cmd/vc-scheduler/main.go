@@ -18,6 +18,7 @@ import (
 
 	"volcano.sh/volcano/cmd/scheduler/app"
 	"volcano.sh/volcano/cmd/scheduler/app/options"
+	"volcano.sh/volcano/pkg/scheduler"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 	commonutil "volcano.sh/volcano/pkg/util"
 	"volcano.sh/volcano/pkg/version"
@@ -32,7 +33,7 @@ import (
 
 func main() {
 	klog.InitFlags(nil)
-	framework.RegisterPluginBuilder(vgpu.PluginName, vgpu.New)
+	framework.RegisterPluginBuilder(vgpu.PluginName, vgpu.NewBuilder(vgpu.NewShared(time.Now)))
 
 	fs := pflag.CommandLine
 	logFlushFreq := fs.Duration("log-flush-frequency", 5*time.Second, "Maximum number of seconds between log flushes")
@@ -59,10 +60,40 @@ func main() {
 			os.Exit(1)
 		}
 	}
+	if err := checkConf(s.SchedulerConf); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	klog.StartFlushDaemon(*logFlushFreq)
 	defer klog.Flush()
 	if err := app.Run(s); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// checkConf fails start-up on invalid vgpu arguments and logs the warnings.
+// With no --scheduler-conf Volcano uses its default configuration, which does
+// not enable vgpu.
+func checkConf(path string) error {
+	if path == "" {
+		klog.InfoS("No --scheduler-conf: Volcano's default configuration does not enable the vgpu plugin")
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("scheduler configuration: %w", err)
+	}
+	_, tiers, _, _, err := scheduler.UnmarshalSchedulerConf(string(data))
+	if err != nil {
+		return fmt.Errorf("scheduler configuration %s: %w", path, err)
+	}
+	warnings, err := vgpu.CheckTiers(tiers)
+	if err != nil {
+		return fmt.Errorf("scheduler configuration %s: %w", path, err)
+	}
+	for _, w := range warnings {
+		klog.InfoS("WARNING: "+w, "config", path)
+	}
+	return nil
 }

@@ -1,24 +1,143 @@
 // Package vgpu is the Volcano session plugin that places fractional GPUs.
+//
+// It is a thin adapter: it rebuilds, at every session open, each GPU node's
+// inventory and usage from the API (the device plugin's inventory annotation
+// and the assignment annotations of the node's pods), and hands plain values
+// to the pure placement core (plugins/placement) for predicates and scores.
+// Allocate/Deallocate events book and release GPUs in memory only, so a gang
+// that Volcano discards leaves nothing behind. The assignment is written on
+// the pod in PreBind, that is after the gang committed and just before the
+// pod is bound; PreBindRollBack removes it if binding fails.
+//
+// Queue fair share: the device plugin advertises vgpu-memory and vgpu-cores
+// as node extended resources (and kubelet vgpu-number), so Volcano's own
+// proportion/capacity plugins account them in queues like CPU or memory:
+// a queue's capability/deserve on volcano.sh/vgpu-memory is enforced with no
+// code of ours, and it stays consistent with kubelet's admission. We do not
+// use Volcano's ignored-devices mechanism, which would hide these resources
+// from queue accounting and force us to re-implement it. Node-level totals
+// are coarse (a 2-GPU × 8 GiB container counts 8 GiB, as its request says);
+// the exact per-GPU check is ours.
 package vgpu
 
 import (
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	schedapi "volcano.sh/volcano/pkg/scheduler/api"
 	"volcano.sh/volcano/pkg/scheduler/framework"
+
+	"github.com/volcano-vgpu/volcano-vgpu/plugins/placement"
 )
 
 // PluginName is the name to list in the scheduler configuration.
 const PluginName = "vgpu"
 
-type plugin struct {
-	args framework.Arguments
+// Shared is what outlives a session: the in-flight assignments and the
+// decode cache. main creates one and passes it to NewBuilder.
+type Shared struct {
+	Now      func() time.Time
+	Inflight *Inflight
+	cache    *decodeCache
+
+	mu       sync.Mutex
+	lastGood *Args // the arguments of the last session that had valid ones
 }
 
-// New builds the plugin for one session.
-func New(args framework.Arguments) framework.Plugin {
-	return &plugin{args: args}
+// NewShared returns the cross-session state.
+func NewShared(now func() time.Time) *Shared {
+	return &Shared{Now: now, Inflight: NewInflight(now, 5*time.Minute), cache: newDecodeCache()}
+}
+
+// NewBuilder returns Volcano's plugin builder bound to shared.
+func NewBuilder(shared *Shared) framework.PluginBuilder {
+	return func(args framework.Arguments) framework.Plugin {
+		return newPlugin(shared, args)
+	}
+}
+
+type plugin struct {
+	shared *Shared
+	args   Args
+	ok     bool // arguments valid (else the plugin does nothing this session)
+
+	kube    kubernetes.Interface
+	ssn     *framework.Session
+	nodes   map[string]*placement.Node // GPU nodes with their usage
+	nodeErr map[string]error           // nodes whose inventory is malformed
+	booked  map[schedapi.TaskID]placement.Placement
+
+	reqMu    sync.Mutex
+	requests map[schedapi.TaskID]requestResult
+	fitters  sync.Pool
+}
+
+type requestResult struct {
+	req *placement.Request
+	err error
+}
+
+func newPlugin(shared *Shared, raw framework.Arguments) *plugin {
+	p := &plugin{shared: shared}
+	a, err := ParseArgs(raw)
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	switch {
+	case err == nil:
+		p.args, p.ok = a, true
+		shared.lastGood = &a
+	case shared.lastGood != nil:
+		// A bad edit of a running scheduler's configuration: keep placing with
+		// the last valid arguments rather than stop scheduling GPUs.
+		klog.ErrorS(err, "Ignoring invalid vgpu arguments; using the last valid ones")
+		p.args, p.ok = *shared.lastGood, true
+	default:
+		klog.ErrorS(err, "Invalid vgpu arguments: GPU pods will not be scheduled until the configuration is fixed")
+	}
+	return p
 }
 
 func (p *plugin) Name() string { return PluginName }
 
-func (p *plugin) OnSessionOpen(ssn *framework.Session) {}
+func (p *plugin) OnSessionOpen(ssn *framework.Session) {
+	if !p.ok {
+		ssn.AddPredicateFn(p.Name(), func(task *schedapi.TaskInfo, node *schedapi.NodeInfo) error {
+			return p.refuseAll(task, node)
+		})
+		return
+	}
+	start := p.shared.Now()
+	p.ssn, p.kube = ssn, ssn.KubeClient()
+	p.requests = map[schedapi.TaskID]requestResult{}
+	p.fitters.New = func() any { return &placement.Fitter{} }
+	p.buildState(ssn.Nodes, start)
 
-func (p *plugin) OnSessionClose(ssn *framework.Session) {}
+	ssn.AddPredicateFn(p.Name(), p.predicate)
+	ssn.AddBatchNodeOrderFn(p.Name(), p.batchNodeOrder)
+	ssn.AddEventHandler(&framework.EventHandler{AllocateFunc: p.allocate, DeallocateFunc: p.deallocate})
+	ssn.RegisterBinder(p.Name(), p)
+	klog.V(4).InfoS("vgpu session open", "gpuNodes", len(p.nodes), "booked", len(p.booked),
+		"inflight", p.shared.Inflight.Len(), "took", p.shared.Now().Sub(start))
+}
+
+func (p *plugin) OnSessionClose(ssn *framework.Session) {
+	p.shared.cache.sweep()
+	p.shared.Inflight.Expire()
+	p.nodes, p.booked, p.requests, p.ssn = nil, nil, nil, nil
+}
+
+// request returns the task's GPU ask, parsed once per session.
+func (p *plugin) request(task *schedapi.TaskInfo) (*placement.Request, error) {
+	p.reqMu.Lock()
+	defer p.reqMu.Unlock()
+	if r, ok := p.requests[task.UID]; ok {
+		return r.req, r.err
+	}
+	req, err := requestOf(task.Pod, &p.args)
+	p.requests[task.UID] = requestResult{req, err}
+	return req, err
+}
+
+func (p *plugin) fitter() *placement.Fitter { return p.fitters.Get().(*placement.Fitter) }

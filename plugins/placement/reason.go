@@ -1,0 +1,223 @@
+package placement
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Every Reason unwraps to one of the first group, so callers
+// can errors.Is a reason without parsing its text.
+var (
+	ErrInvalidRequest  = errors.New("invalid GPU request")
+	ErrStale           = errors.New("GPU inventory stale")
+	ErrTooFewGPUs      = errors.New("too few GPUs")
+	ErrUnhealthy       = errors.New("GPU unhealthy")
+	ErrFiltered        = errors.New("GPU excluded by filter")
+	ErrExclusive       = errors.New("GPU exclusivity")
+	ErrSharesFull      = errors.New("GPU tenant limit reached")
+	ErrMemory          = errors.New("insufficient GPU memory")
+	ErrCores           = errors.New("insufficient GPU cores")
+	ErrTopology        = errors.New("required GPU topology unavailable")
+	ErrUnknownPolicy   = errors.New("unknown policy")
+	ErrUnknownTopology = errors.New("unknown topology mode")
+
+	// Bookkeeping errors (Apply, Release).
+	ErrWrongNode  = errors.New("placement is for another node")
+	ErrUnknownGPU = errors.New("GPU not on node")
+	ErrUnderflow  = errors.New("release exceeds recorded usage")
+)
+
+// Code classifies a Reason.
+type Code uint8
+
+// Node-level codes (Reason.GPU == "") summarise why a node cannot host the
+// pod; GPU-level codes explain one GPU.
+const (
+	CodeOK Code = iota
+
+	CodeInvalidRequest // Detail says what
+	CodeStale          // inventory heartbeat too old
+	CodeNoGPUs         // node publishes no GPUs
+	CodeTooManyGPUs    // Have: GPUs on node, more than MaxGPUs
+	CodeTooFewHealthy  // Want: GPUs asked, Have: healthy GPUs
+	CodeTooFewMatching // Want: GPUs asked, Have: healthy GPUs passing the filters
+	CodeTooFewFit      // Want: GPUs asked, Have: GPUs with room
+	CodeTopology       // Want: GPUs asked; no set meets TopologyRequired
+
+	CodeUnhealthy     // GPU unhealthy
+	CodeTypeFiltered  // model excluded by type include/exclude
+	CodeUUIDFiltered  // UUID excluded by UUID include/exclude
+	CodeExclusiveHeld // another tenant holds the GPU with 100 cores (node level: Have = such GPUs)
+	CodeSharesFull    // Have: tenants, Want: limit (node level: Have = such GPUs)
+	CodeShared        // exclusive ask, GPU has Have tenants (node level: Have = such GPUs)
+	CodeMemory        // Want, Have: MiB asked / free (node level: Have = largest free, on GPU)
+	CodeCores         // Want, Have: percent asked / free (node level: most free, on GPU)
+)
+
+var codeErrs = [...]error{
+	CodeOK:             nil,
+	CodeInvalidRequest: ErrInvalidRequest,
+	CodeStale:          ErrStale,
+	CodeNoGPUs:         ErrTooFewGPUs,
+	CodeTooManyGPUs:    ErrTooFewGPUs,
+	CodeTooFewHealthy:  ErrTooFewGPUs,
+	CodeTooFewMatching: ErrFiltered,
+	CodeTooFewFit:      ErrTooFewGPUs,
+	CodeTopology:       ErrTopology,
+	CodeUnhealthy:      ErrUnhealthy,
+	CodeTypeFiltered:   ErrFiltered,
+	CodeUUIDFiltered:   ErrFiltered,
+	CodeExclusiveHeld:  ErrExclusive,
+	CodeSharesFull:     ErrSharesFull,
+	CodeShared:         ErrExclusive,
+	CodeMemory:         ErrMemory,
+	CodeCores:          ErrCores,
+}
+
+// Reason is one typed, human-readable cause of a failed Fit. Fit returns the
+// per-GPU reasons of the first container that did not fit, then the node-level
+// summaries (GPU == "") that Aggregator groups across nodes.
+type Reason struct {
+	Code      Code
+	Container string // container that did not fit ("" when about the node)
+	GPU       string // UUID; "" for node-level reasons
+	Model     string
+	Want      int64 // unit depends on Code (see the Code constants)
+	Have      int64
+	Count     int    // GPUs the container asks for (node-level reasons)
+	Percent   int    // memory asked as a percentage of each GPU, when it was
+	Best      string // node level: UUID of the GPU holding Have (most free memory/cores)
+	Detail    string // CodeInvalidRequest only
+}
+
+// NodeLevel reports whether r summarises a node rather than explaining one GPU.
+func (r Reason) NodeLevel() bool { return r.GPU == "" }
+
+// Unwrap returns the sentinel error of r's code.
+func (r Reason) Unwrap() error {
+	if int(r.Code) < len(codeErrs) {
+		return codeErrs[r.Code]
+	}
+	return nil
+}
+
+// Error is the full message: "GPU-1a2b (A100-80GB): 3072 MiB free, task asks
+// 8192 MiB" or "no GPU with 8192 MiB free (largest free 6144 MiB on GPU-1a2b)".
+func (r Reason) Error() string {
+	if !r.NodeLevel() {
+		return fmt.Sprintf("%s (%s): %s", r.GPU, r.Model, r.gpuText())
+	}
+	return r.nodeText(false)
+}
+
+// Short is the node-level message without the per-node detail, identical on
+// every node that fails the same way: the key Volcano's FitErrors histogram and
+// kube-scheduler-style events group on.
+func (r Reason) Short() string {
+	s := r
+	s.Best, s.Have = "", -1
+	return s.nodeText(false)
+}
+
+func (r Reason) gpuText() string {
+	switch r.Code {
+	case CodeUnhealthy:
+		return "unhealthy"
+	case CodeTypeFiltered:
+		return "model excluded by the type filter"
+	case CodeUUIDFiltered:
+		return "excluded by the UUID filter"
+	case CodeExclusiveHeld:
+		return "held exclusively by another task"
+	case CodeSharesFull:
+		return fmt.Sprintf("%d/%d tenants, no room for another", r.Have, r.Want)
+	case CodeShared:
+		return fmt.Sprintf("shared by %s, an exclusive (100-core) task needs an idle GPU", plural(r.Have, "task"))
+	case CodeMemory:
+		if r.Percent > 0 {
+			return fmt.Sprintf("%d MiB free, task asks %d%% = %d MiB", r.Have, r.Percent, r.Want)
+		}
+		return fmt.Sprintf("%d MiB free, task asks %d MiB", r.Have, r.Want)
+	case CodeCores:
+		if r.Want == 0 {
+			return "all cores booked, a 0-core task cannot join"
+		}
+		return fmt.Sprintf("%d%% cores free, task asks %d%%", r.Have, r.Want)
+	}
+	return r.nodeText(false)
+}
+
+// nodeText renders a node-level reason. Have < 0 means "no per-node detail";
+// atMost words counts as an upper bound over several nodes.
+func (r Reason) nodeText(atMost bool) string {
+	bound := ""
+	if atMost {
+		bound = "at most "
+	}
+	gpus := "no GPU"
+	if r.Count > 1 {
+		gpus = fmt.Sprintf("fewer than %d GPUs", r.Count)
+	}
+	switch r.Code {
+	case CodeInvalidRequest:
+		return "invalid request: " + r.Detail
+	case CodeStale:
+		return "inventory stale"
+	case CodeNoGPUs:
+		return "no GPUs"
+	case CodeTooManyGPUs:
+		return fmt.Sprintf("more than %d GPUs, unsupported", MaxGPUs)
+	case CodeTooFewHealthy:
+		return "needs " + plural(r.Want, "GPU") + haveText(r.Have, bound, "healthy")
+	case CodeTooFewMatching:
+		return "needs " + plural(r.Want, "GPU") + haveText(r.Have, bound, "match the type/UUID filters")
+	case CodeTooFewFit:
+		return "needs " + plural(r.Want, "GPU") + haveText(r.Have, bound, "have room")
+	case CodeTopology:
+		return fmt.Sprintf("no NVLink-connected set of %d GPUs with room", r.Want)
+	case CodeExclusiveHeld:
+		return "GPUs held exclusively by other tasks" + countText(r.Have)
+	case CodeSharesFull:
+		return "GPUs at their tenant limit" + countText(r.Have)
+	case CodeShared:
+		return gpus + " idle for an exclusive (100-core) task" + countText(r.Have)
+	case CodeMemory:
+		want := fmt.Sprintf("%d MiB", r.Want)
+		if r.Percent > 0 {
+			want = fmt.Sprintf("%d%% of its memory", r.Percent)
+		}
+		if r.Have < 0 {
+			return fmt.Sprintf("%s with %s free", gpus, want)
+		}
+		return fmt.Sprintf("%s with %s free (largest free %d MiB on %s)", gpus, want, r.Have, r.Best)
+	case CodeCores:
+		if r.Have < 0 {
+			return fmt.Sprintf("%s with %d%% cores free", gpus, r.Want)
+		}
+		return fmt.Sprintf("%s with %d%% cores free (most free %d%% on %s)", gpus, r.Want, r.Have, r.Best)
+	case CodeUnhealthy, CodeTypeFiltered, CodeUUIDFiltered:
+		return r.gpuText()
+	}
+	return fmt.Sprintf("reason code %d", r.Code)
+}
+
+func plural(n int64, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func haveText(have int64, bound, what string) string {
+	if have < 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %s%d %s", bound, have, what)
+}
+
+func countText(n int64) string {
+	if n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d)", n)
+}

@@ -1,0 +1,227 @@
+package placement
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Policy is a binpack/spread strategy, for GPUs within a node (Request.DevicePolicy)
+// and for nodes (ScoreNode).
+type Policy string
+
+// Policies. Their implementations live in the scorer tables (score.go); names
+// are validated against those tables' keys.
+const (
+	Binpack Policy = "binpack" // fill the fullest GPU/node that fits
+	Spread  Policy = "spread"  // prefer the emptiest GPU/node
+)
+
+// ParsePolicy validates a configured or annotated policy name.
+func ParsePolicy(s string) (Policy, error) {
+	p := Policy(strings.ToLower(strings.TrimSpace(s)))
+	if _, ok := nodeScorers[p]; !ok {
+		return "", fmt.Errorf("%w %q: want one of %s", ErrUnknownPolicy, s, strings.Join(Policies(), ", "))
+	}
+	return p, nil
+}
+
+// Policies lists the valid policy names, sorted.
+func Policies() []string {
+	names := make([]string, 0, len(nodeScorers))
+	for p := range nodeScorers {
+		names = append(names, string(p))
+	}
+	sort.Strings(names)
+	return names
+}
+
+// TopologyMode says how much multi-GPU containers care about links.
+type TopologyMode string
+
+// Topology modes.
+const (
+	// TopologyPrefer picks the best-linked set that fits (default).
+	TopologyPrefer TopologyMode = "prefer"
+	// TopologyRequired fails a node rather than place on a set that is not
+	// NVLink-connected or whose weakest pair has fewer NVLinks than the best
+	// set of that size the node's healthy, filter-matching GPUs could form.
+	TopologyRequired TopologyMode = "required"
+	// TopologyNone ignores links: policy and fragmentation only.
+	TopologyNone TopologyMode = "none"
+)
+
+var topologyModes = map[TopologyMode]bool{TopologyPrefer: true, TopologyRequired: true, TopologyNone: true}
+
+// ParseTopology validates a topology mode name.
+func ParseTopology(s string) (TopologyMode, error) {
+	m := TopologyMode(strings.ToLower(strings.TrimSpace(s)))
+	if !topologyModes[m] {
+		return "", fmt.Errorf("%w %q: want prefer, required or none", ErrUnknownTopology, s)
+	}
+	return m, nil
+}
+
+// Container is the GPU ask of one container.
+type Container struct {
+	Name string
+	Init bool // init container: runs alone, before the app containers
+	// Number of distinct GPUs. 0: the container uses no GPU.
+	Number int
+	// Memory per GPU, in MiB, or as a percentage of each GPU's capacity. The
+	// percentage wins when both are set (Volcano's rule). Neither set: the whole GPU.
+	MemoryMiB     int64
+	MemoryPercent int
+	// Cores is the percentage of each GPU's compute; 100 holds the GPU
+	// exclusively. Normalize turns 0 (with no memory set) into Defaults.Cores.
+	Cores int
+}
+
+// memoryOn is the container's memory on a GPU with capMiB of memory.
+func (c *Container) memoryOn(capMiB int64) int64 {
+	switch {
+	case c.MemoryPercent > 0:
+		return capMiB * int64(c.MemoryPercent) / 100
+	case c.MemoryMiB > 0:
+		return c.MemoryMiB
+	default:
+		return capMiB
+	}
+}
+
+func (c *Container) exclusive() bool { return c.Cores >= 100 }
+
+// Request is one pod's GPU ask. Fit never modifies it.
+type Request struct {
+	Containers []Container
+	// Model filters: case-insensitive substrings of GPU.Model. A GPU must match
+	// one include (when any) and no exclude.
+	TypeInclude, TypeExclude []string
+	// UUID filters: exact UUIDs, same rules.
+	UUIDInclude, UUIDExclude []string
+	Topology                 TopologyMode // "" = prefer
+	DevicePolicy             Policy       // "" = binpack
+}
+
+// Defaults fill what a pod leaves out; they come from plugin arguments.
+type Defaults struct {
+	Cores        int // cores for a container that sets neither cores nor memory
+	DevicePolicy Policy
+	Topology     TopologyMode
+}
+
+// Normalize applies defaults and validates. Call it once per task, before Fit.
+func (r *Request) Normalize(d Defaults) error {
+	for i := range r.Containers {
+		c := &r.Containers[i]
+		if c.Number > 0 && c.Cores == 0 && c.MemoryMiB == 0 && c.MemoryPercent == 0 {
+			c.Cores = d.Cores
+		}
+	}
+	if r.DevicePolicy == "" {
+		r.DevicePolicy = d.DevicePolicy
+	}
+	if r.Topology == "" {
+		r.Topology = d.Topology
+	}
+	r.TypeInclude, r.TypeExclude = cleanList(r.TypeInclude), cleanList(r.TypeExclude)
+	r.UUIDInclude, r.UUIDExclude = cleanList(r.UUIDInclude), cleanList(r.UUIDExclude)
+	return r.validate()
+}
+
+func cleanList(in []string) []string {
+	var out []string
+	for _, s := range in {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// validate allocates only when it fails.
+func (r *Request) validate() error {
+	for i := range r.Containers {
+		c := &r.Containers[i]
+		switch {
+		case c.Number < 0:
+			return fmt.Errorf("%w: container %q: negative GPU number %d", ErrInvalidRequest, c.Name, c.Number)
+		case c.Number > MaxGPUs:
+			return fmt.Errorf("%w: container %q: %d GPUs, at most %d", ErrInvalidRequest, c.Name, c.Number, MaxGPUs)
+		case c.Cores < 0 || c.Cores > 100:
+			return fmt.Errorf("%w: container %q: cores %d outside 0..100", ErrInvalidRequest, c.Name, c.Cores)
+		case c.MemoryPercent < 0 || c.MemoryPercent > 100:
+			return fmt.Errorf("%w: container %q: memory percentage %d outside 0..100", ErrInvalidRequest, c.Name, c.MemoryPercent)
+		case c.MemoryMiB < 0:
+			return fmt.Errorf("%w: container %q: negative memory %d MiB", ErrInvalidRequest, c.Name, c.MemoryMiB)
+		}
+	}
+	if r.DevicePolicy != "" {
+		if _, ok := deviceScorers[r.DevicePolicy]; !ok {
+			return fmt.Errorf("%w: %w %q", ErrInvalidRequest, ErrUnknownPolicy, r.DevicePolicy)
+		}
+	}
+	if r.Topology != "" && !topologyModes[r.Topology] {
+		return fmt.Errorf("%w: %w %q", ErrInvalidRequest, ErrUnknownTopology, r.Topology)
+	}
+	return nil
+}
+
+func (r *Request) policy() Policy {
+	if r.DevicePolicy == "" {
+		return Binpack
+	}
+	return r.DevicePolicy
+}
+
+func (r *Request) topology() TopologyMode {
+	if r.Topology == "" {
+		return TopologyPrefer
+	}
+	return r.Topology
+}
+
+// admits applies the model and UUID filters to a GPU.
+func (r *Request) admits(g *GPU) Code {
+	if len(r.TypeInclude) > 0 && !anyContainsFold(g.Model, r.TypeInclude) {
+		return CodeTypeFiltered
+	}
+	if anyContainsFold(g.Model, r.TypeExclude) {
+		return CodeTypeFiltered
+	}
+	if len(r.UUIDInclude) > 0 && !anyEqual(g.UUID, r.UUIDInclude) {
+		return CodeUUIDFiltered
+	}
+	if anyEqual(g.UUID, r.UUIDExclude) {
+		return CodeUUIDFiltered
+	}
+	return CodeOK
+}
+
+func anyEqual(s string, list []string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func anyContainsFold(s string, subs []string) bool {
+	for _, sub := range subs {
+		if containsFold(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// containsFold is an ASCII case-insensitive strings.Contains that does not allocate.
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,256 @@
+package placement
+
+import "math/bits"
+
+// MaxScore is the top of the score range, Volcano's framework.MaxNodeScore.
+// Weights are applied by the caller.
+const MaxScore = 100
+
+// maxSimulated caps how many pending sibling tasks ScoreNode simulates on one
+// node (the single-shape, one-GPU case is counted exactly without simulating).
+const maxSimulated = 32
+
+// GangView is what scoring knows about the other tasks of the job (Volcano
+// job / PodGroup) the task being placed belongs to.
+type GangView struct {
+	Placed      map[string]Siblings // node name -> tasks of the job already placed there
+	PlacedTasks int                 // tasks already placed, all nodes
+	Pending     []Pending           // tasks still to place after this one, by shape
+}
+
+// Siblings are the already-placed tasks of the job on one node.
+type Siblings struct {
+	Tasks int
+	GPUs  []string // UUIDs they hold, one entry per task and GPU
+}
+
+// Pending is Count more tasks shaped like Request.
+type Pending struct {
+	Request *Request
+	Count   int
+}
+
+func (g *GangView) pending() int {
+	if g == nil {
+		return 0
+	}
+	n := 0
+	for _, p := range g.Pending {
+		if p.Request != nil {
+			n += max(p.Count, 0)
+		}
+	}
+	return n
+}
+
+// deviceScoreFn rates one GPU for an ask of mem MiB and cores percent given
+// its usage u; higher wins. Integer so that ties are exact.
+type deviceScoreFn func(g *GPU, u usage, mem int64, cores int) int64
+
+var deviceScorers = map[Policy]deviceScoreFn{Binpack: binpackGPU, Spread: spreadGPU}
+
+// gpuUtil is the GPU's utilisation after the ask in basis points (0..10000):
+// the mean of its memory and cores fractions.
+func gpuUtil(g *GPU, u usage, mem int64, cores int) int64 {
+	m := int64(10000)
+	if g.MemoryMiB > 0 {
+		m = min(max((u.mem+mem)*10000/g.MemoryMiB, 0), 10000)
+	}
+	c := min(max(int64(u.cores+cores)*100, 0), 10000)
+	return (m + c) / 2
+}
+
+// binpackGPU prefers the fullest GPU that fits.
+func binpackGPU(g *GPU, u usage, mem int64, cores int) int64 { return gpuUtil(g, u, mem, cores) }
+
+// spreadGPU prefers the emptiest GPU, then the one with fewer tenants.
+func spreadGPU(g *GPU, u usage, mem int64, cores int) int64 {
+	return (10000-gpuUtil(g, u, mem, cores))*64 - int64(min(u.shares, 63))
+}
+
+// nodeScore is the input of a node scorer.
+type nodeScore struct {
+	util     float64 // node utilisation after the placement, 0..1
+	siblings int     // job tasks already on this node
+	placed   int     // job tasks already placed anywhere
+	total    int     // job tasks: placed + this one + pending
+	colocate int     // tasks of the job on this node if it is chosen: siblings + 1 + pending that still fit
+	island   float64 // share of the placement's GPUs in an NVLink island with sibling GPUs
+}
+
+type nodeScoreFn func(s nodeScore) float64
+
+var nodeScorers = map[Policy]nodeScoreFn{Binpack: binpackNode, Spread: spreadNode}
+
+// binpackNode keeps the job together, then fills nodes. The count of the
+// job's tasks that end up on the node dominates; utilisation (and NVLink
+// closeness to siblings) only orders nodes that keep the same number together:
+//
+//	score = 100 * ((colocate-1) + tie) / total,  tie in [0,1]
+//
+// Without a gang (total = 1) this is 100 * utilisation.
+func binpackNode(s nodeScore) float64 {
+	tie := s.util
+	if s.siblings > 0 {
+		tie = 0.75*s.util + 0.25*s.island
+	}
+	return MaxScore * (float64(s.colocate-1) + tie) / float64(max(s.total, 1))
+}
+
+// spreadNode keeps siblings apart, then prefers the emptiest node:
+//
+//	score = 100 * ((placed-siblings) + (1-util)) / (placed+1)
+func spreadNode(s nodeScore) float64 {
+	return MaxScore * (float64(s.placed-s.siblings) + 1 - s.util) / float64(s.placed+1)
+}
+
+// ScoreNode rates node for req placed as p (from Fit on that node) under the
+// node-level policy, in 0..MaxScore. gang may be nil. An unknown policy scores 0.
+func ScoreNode(req *Request, node *Node, p Placement, gang *GangView, policy Policy) float64 {
+	var f Fitter
+	return f.ScoreNode(req, node, p, gang, policy)
+}
+
+// ScoreNode is the package-level ScoreNode on f's scratch space. p may be the
+// Placement f itself returned from Fit.
+func (f *Fitter) ScoreNode(req *Request, node *Node, p Placement, gang *GangView, policy Policy) float64 {
+	score, ok := nodeScorers[policy]
+	if !ok || len(node.GPUs) > MaxGPUs {
+		return 0
+	}
+	after := &f.scratch
+	after.Name, after.Links, after.Stale = node.Name, node.Links, false
+	after.GPUs = append(after.GPUs[:0], node.GPUs...)
+	if Apply(after, p) != nil {
+		return 0
+	}
+	s := nodeScore{util: utilisation(after), total: 1, colocate: 1}
+	if gang != nil {
+		sib := gang.Placed[node.Name]
+		s.siblings, s.placed = sib.Tasks, gang.PlacedTasks
+		s.total = gang.PlacedTasks + 1 + gang.pending()
+		s.colocate = sib.Tasks + 1
+		if policy == Binpack {
+			s.colocate += f.pendingFits(after, gang)
+			if sib.Tasks > 0 {
+				s.island = f.island(node, &p, sib.GPUs)
+			}
+		}
+		s.colocate = min(s.colocate, s.total)
+	}
+	return min(max(score(s), 0), MaxScore)
+}
+
+// utilisation is the mean of the node's memory and cores fractions over its
+// healthy GPUs.
+func utilisation(n *Node) float64 {
+	var mem, memCap, cores, coreCap float64
+	for i := range n.GPUs {
+		g := &n.GPUs[i]
+		if !g.Healthy {
+			continue
+		}
+		mem += float64(g.UsedMemoryMiB)
+		memCap += float64(g.MemoryMiB)
+		cores += float64(g.UsedCores)
+		coreCap += 100
+	}
+	if memCap <= 0 || coreCap <= 0 {
+		return 1
+	}
+	return min(max((mem/memCap+cores/coreCap)/2, 0), 1)
+}
+
+// island is the share of p's GPUs that hold a sibling or are NVLink-reachable
+// from one.
+func (f *Fitter) island(node *Node, p *Placement, sibGPUs []string) float64 {
+	f.node, f.linksOK = node, false
+	f.ensureLinks()
+	var sibs, mine uint64
+	for _, u := range sibGPUs {
+		if pos := node.pos(u, -1); pos >= 0 {
+			sibs |= 1 << pos
+		}
+	}
+	for _, cp := range p.Containers {
+		for _, d := range cp.Devices {
+			if pos := node.pos(d.UUID, d.Pos); pos >= 0 {
+				mine |= 1 << pos
+			}
+		}
+	}
+	if mine == 0 || sibs == 0 {
+		return 0
+	}
+	all := uint64(1)<<len(node.GPUs) - 1
+	if len(node.GPUs) == MaxGPUs {
+		all = ^uint64(0)
+	}
+	reach := island(sibs, all, f.adj)
+	return float64(bits.OnesCount64(mine&reach)) / float64(bits.OnesCount64(mine))
+}
+
+// pendingFits counts how many of the job's pending tasks would still fit on
+// the node after this placement (after already holds it). It simulates Fit
+// and Apply on after, which it consumes.
+func (f *Fitter) pendingFits(after *Node, gang *GangView) int {
+	want := gang.pending()
+	if want == 0 {
+		return 0
+	}
+	if len(gang.Pending) == 1 && gang.Pending[0].Request != nil {
+		if n, ok := slots(gang.Pending[0].Request, after); ok {
+			return min(n, want)
+		}
+	}
+	if f.sim == nil {
+		f.sim = &Fitter{}
+	}
+	fitted := 0
+	for _, pt := range gang.Pending {
+		if pt.Request == nil {
+			continue
+		}
+		for k := 0; k < pt.Count && fitted < min(want, maxSimulated); k++ {
+			p, reasons := f.sim.Fit(pt.Request, after, nil)
+			if len(reasons) > 0 || Apply(after, p) != nil {
+				break
+			}
+			fitted++
+		}
+	}
+	return fitted
+}
+
+// slots counts exactly how many tasks of req fit on node when req is a single
+// container on one GPU (each GPU then takes tasks independently).
+func slots(req *Request, node *Node) (int, bool) {
+	if len(req.Containers) != 1 || req.Containers[0].Number != 1 || req.Containers[0].Init || req.validate() != nil {
+		return 0, false
+	}
+	c := &req.Containers[0]
+	total := 0
+	for i := range node.GPUs {
+		g := &node.GPUs[i]
+		if !g.Healthy || req.admits(g) != CodeOK || g.Exclusive > 0 {
+			continue
+		}
+		n := g.ShareLimit() - g.Shares
+		if c.exclusive() {
+			n = min(n, 1)
+			if g.Shares > 0 {
+				n = 0
+			}
+		}
+		if mem := c.memoryOn(g.MemoryMiB); mem > 0 {
+			n = min(n, int(max(g.FreeMemoryMiB(), 0)/mem))
+		}
+		if c.Cores > 0 {
+			n = min(n, max(100-g.UsedCores, 0)/c.Cores)
+		} else if g.UsedCores >= 100 {
+			n = 0
+		}
+		total += max(n, 0)
+	}
+	return total, true
+}

@@ -1,0 +1,87 @@
+package vgpu
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	k8sframework "k8s.io/kubernetes/pkg/scheduler/framework"
+	"volcano.sh/volcano/pkg/scheduler/cache"
+	"volcano.sh/volcano/pkg/scheduler/framework"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+)
+
+var (
+	_ framework.BindContextHandler = (*plugin)(nil)
+	_ cache.PreBinder              = (*plugin)(nil)
+)
+
+// bindExtension carries a task's assignment from the session that decided it
+// to the bind goroutine, which may run after the session closed.
+type bindExtension struct {
+	assignment api.Assignment
+}
+
+// SetupBindContextExtension is called when the task's gang has committed and
+// the task is dispatched for binding.
+func (p *plugin) SetupBindContextExtension(_ *k8sframework.CycleState, bindCtx *cache.BindContext) {
+	task := bindCtx.TaskInfo
+	pl, ok := p.booked[task.UID]
+	if !ok {
+		return
+	}
+	bindCtx.Extensions[PluginName] = &bindExtension{assignment: toAssignment(pl, string(task.Pod.UID))}
+}
+
+// PreBind writes the assignment on the pod right before it is bound.
+func (p *plugin) PreBind(ctx context.Context, bindCtx *cache.BindContext) error {
+	ext, ok := bindCtx.Extensions[PluginName].(*bindExtension)
+	if !ok {
+		return nil
+	}
+	pod := bindCtx.TaskInfo.Pod
+	a := ext.assignment
+	a.Time = p.shared.Now()
+	value, err := api.EncodeAssignment(a)
+	if err != nil {
+		return fmt.Errorf("vgpu: encode assignment of %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	p.shared.Inflight.Put(pod.UID, a)
+	if err := p.patchAssignment(ctx, pod, &value); err != nil {
+		p.shared.Inflight.Forget(pod.UID)
+		return fmt.Errorf("vgpu: write assignment on %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	klog.FromContext(ctx).V(4).Info("Wrote GPU assignment", "pod", klog.KObj(pod), "node", a.Node)
+	return nil
+}
+
+// PreBindRollBack removes the assignment when PreBind or the bind failed.
+func (p *plugin) PreBindRollBack(ctx context.Context, bindCtx *cache.BindContext) {
+	if _, ok := bindCtx.Extensions[PluginName].(*bindExtension); !ok {
+		return
+	}
+	pod := bindCtx.TaskInfo.Pod
+	p.shared.Inflight.Forget(pod.UID)
+	if err := p.patchAssignment(ctx, pod, nil); err != nil {
+		klog.FromContext(ctx).Error(err, "Removing GPU assignment after a failed bind", "pod", klog.KObj(pod))
+	}
+}
+
+// patchAssignment sets (value != nil) or removes the assignment annotation.
+// The pod's UID in the patch is a precondition: a pod deleted and recreated
+// under the same name is never annotated with another pod's GPUs.
+func (p *plugin) patchAssignment(ctx context.Context, pod *corev1.Pod, value *string) error {
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": pod.UID, "annotations": map[string]any{api.AssignmentKey: value}},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = p.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}

@@ -1,0 +1,196 @@
+package vgpu
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"k8s.io/klog/v2"
+	schedapi "volcano.sh/volcano/pkg/scheduler/api"
+	"volcano.sh/volcano/pkg/scheduler/framework"
+
+	"github.com/volcano-vgpu/volcano-vgpu/plugins/placement"
+)
+
+// unschedulable wraps reasons the way Volcano aggregates them over nodes:
+// identical texts are counted ("3 node(s) no GPU with 8192 MiB free"), so
+// node-specific numbers stay out of them (they are logged at V(5)).
+func unschedulable(task *schedapi.TaskInfo, node *schedapi.NodeInfo, reasons ...string) error {
+	sts := make([]*schedapi.Status, len(reasons))
+	for i, r := range reasons {
+		sts[i] = &schedapi.Status{Code: schedapi.Unschedulable, Reason: r, Plugin: PluginName}
+	}
+	return schedapi.NewFitErrWithStatus(task, node, sts...)
+}
+
+func (p *plugin) refuseAll(task *schedapi.TaskInfo, node *schedapi.NodeInfo) error {
+	if req, _ := requestOf(task.Pod, &p.args); req == nil {
+		return nil
+	}
+	return unschedulable(task, node, "vgpu plugin arguments are invalid (see the scheduler log)")
+}
+
+// predicate: the node has GPUs that fit every container of the task. Volcano
+// calls it from several goroutines at once; it only reads session state.
+func (p *plugin) predicate(task *schedapi.TaskInfo, node *schedapi.NodeInfo) error {
+	req, err := p.request(task)
+	if err != nil {
+		return unschedulable(task, node, "invalid vGPU request: "+err.Error())
+	}
+	if req == nil {
+		return nil
+	}
+	n, ok := p.nodes[node.Name]
+	if !ok {
+		if err := p.nodeErr[node.Name]; err != nil {
+			return unschedulable(task, node, "node GPU inventory is malformed (check the vgpu-device-plugin on it)")
+		}
+		return unschedulable(task, node, "node has no vGPU inventory (no vgpu-device-plugin)")
+	}
+	f := p.fitter()
+	defer p.fitters.Put(f)
+	if _, reasons := f.Fit(req, n, nil); len(reasons) > 0 {
+		texts := make([]string, 0, len(reasons))
+		seen := map[string]bool{}
+		for _, r := range reasons {
+			if s := r.Short(); r.NodeLevel() && !seen[s] {
+				seen[s] = true
+				texts = append(texts, s)
+			}
+		}
+		if len(texts) == 0 {
+			texts = append(texts, reasons[0].Short())
+		}
+		if klogV := klog.V(5); klogV.Enabled() {
+			klogV.InfoS("Task does not fit node", "pod", klog.KObj(task.Pod), "node", node.Name, "reasons", fmt.Sprint(reasons))
+		}
+		return unschedulable(task, node, texts...)
+	}
+	return nil
+}
+
+// batchNodeOrder scores the nodes that passed the predicates. It is a batch
+// function because the gang view (where the task's siblings are, what of its
+// job is still pending) is computed once per task, not once per node.
+func (p *plugin) batchNodeOrder(task *schedapi.TaskInfo, nodes []*schedapi.NodeInfo) (map[string]float64, error) {
+	req, err := p.request(task)
+	if err != nil || req == nil {
+		return nil, nil
+	}
+	gang := p.gangView(task)
+	policy := nodePolicyOf(task.Pod, &p.args)
+	f := p.fitter()
+	defer p.fitters.Put(f)
+	scores := make(map[string]float64, len(nodes))
+	for _, ni := range nodes {
+		n, ok := p.nodes[ni.Name]
+		if !ok {
+			continue
+		}
+		pl, reasons := f.Fit(req, n, gang)
+		if len(reasons) > 0 {
+			continue
+		}
+		scores[ni.Name] = p.args.Weight * f.ScoreNode(req, n, pl, gang, policy)
+	}
+	return scores, nil
+}
+
+// gangView describes the task's job for scoring: siblings already placed
+// (this session or earlier) and tasks still pending, grouped by shape.
+func (p *plugin) gangView(task *schedapi.TaskInfo) *placement.GangView {
+	job, ok := p.ssn.Jobs[task.Job]
+	if !ok || len(job.Tasks) <= 1 {
+		return nil
+	}
+	g := &placement.GangView{Placed: map[string]placement.Siblings{}}
+	shapes := map[string]*placement.Pending{}
+	var keys []string
+	for _, t := range job.Tasks {
+		if t.UID == task.UID {
+			continue
+		}
+		switch {
+		case schedapi.AllocatedStatus(t.Status) && t.NodeName != "":
+			s := g.Placed[t.NodeName]
+			s.Tasks++
+			if pl, ok := p.booked[t.UID]; ok {
+				s.GPUs = append(s.GPUs, pl.UUIDs()...)
+			}
+			g.Placed[t.NodeName] = s
+			g.PlacedTasks++
+		case t.Status == schedapi.Pending:
+			req, err := p.request(t)
+			if err != nil || req == nil {
+				continue
+			}
+			key := shapeKey(req)
+			if s, ok := shapes[key]; ok {
+				s.Count++
+				continue
+			}
+			shapes[key] = &placement.Pending{Request: req, Count: 1}
+			keys = append(keys, key)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		g.Pending = append(g.Pending, *shapes[k])
+	}
+	return g
+}
+
+// shapeKey identifies requests that fit the same way.
+func shapeKey(r *placement.Request) string {
+	var b strings.Builder
+	for _, c := range r.Containers {
+		fmt.Fprintf(&b, "%t/%d/%d/%d/%d;", c.Init, c.Number, c.MemoryMiB, c.MemoryPercent, c.Cores)
+	}
+	fmt.Fprintf(&b, "%v%v%v%v%s%s", r.TypeInclude, r.TypeExclude, r.UUIDInclude, r.UUIDExclude, r.Topology, r.DevicePolicy)
+	return b.String()
+}
+
+// allocate books the task's GPUs on its node in the session's memory, the
+// same set the score saw (Fit is deterministic for the same state and gang).
+func (p *plugin) allocate(event *framework.Event) {
+	task := event.Task
+	req, err := p.request(task)
+	if err != nil || req == nil {
+		return
+	}
+	n, ok := p.nodes[task.NodeName]
+	if !ok {
+		klog.ErrorS(nil, "Task allocated to a node without GPU state; its GPUs are not booked", "pod", klog.KObj(task.Pod), "node", task.NodeName)
+		return
+	}
+	f := p.fitter()
+	defer p.fitters.Put(f)
+	pl, reasons := f.Fit(req, n, p.gangView(task))
+	if len(reasons) > 0 {
+		klog.ErrorS(nil, "Task allocated to a node where its GPUs no longer fit", "pod", klog.KObj(task.Pod), "node", task.NodeName, "reasons", fmt.Sprint(reasons))
+		return
+	}
+	pl = pl.Clone()
+	if err := placement.Apply(n, pl); err != nil {
+		klog.ErrorS(err, "Booking GPUs failed", "pod", klog.KObj(task.Pod))
+		return
+	}
+	p.booked[task.UID] = pl
+	klog.V(4).InfoS("Placed task", "pod", klog.KObj(task.Pod), "node", task.NodeName, "gpus", pl.UUIDs())
+}
+
+// deallocate undoes allocate (gang discard, preemption pipelining undone).
+func (p *plugin) deallocate(event *framework.Event) {
+	task := event.Task
+	pl, ok := p.booked[task.UID]
+	if !ok {
+		return
+	}
+	if n, ok := p.nodes[pl.Node]; ok {
+		if err := placement.Release(n, pl); err != nil {
+			klog.ErrorS(err, "Releasing GPUs failed", "pod", klog.KObj(task.Pod))
+		}
+	}
+	delete(p.booked, task.UID)
+	klog.V(4).InfoS("Released task", "pod", klog.KObj(task.Pod), "node", pl.Node)
+}

@@ -1,0 +1,115 @@
+package vgpu
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/plugins/placement"
+)
+
+// requestOf translates a pod into the placement core's Request. It returns
+// (nil, nil) for a pod that asks no vGPU. A malformed ask or annotation is an
+// error that names the container or annotation and what was expected.
+func requestOf(pod *corev1.Pod, a *Args) (*placement.Request, error) {
+	req := &placement.Request{}
+	add := func(c *corev1.Container, init bool) error {
+		q := func(name string) (int64, bool) {
+			if v, ok := c.Resources.Limits[corev1.ResourceName(name)]; ok {
+				return v.Value(), true
+			}
+			v, ok := c.Resources.Requests[corev1.ResourceName(name)]
+			return v.Value(), ok
+		}
+		n, hasN := q(a.Resources.Number)
+		mem, hasMem := q(a.Resources.Memory)
+		pct, hasPct := q(a.Resources.MemoryPercentage)
+		cores, hasCores := q(a.Resources.Cores)
+		if !hasN {
+			if hasMem || hasPct || hasCores {
+				return fmt.Errorf("container %q asks %s/%s/%s without %s: add %s (GPUs per container)",
+					c.Name, a.Resources.Memory, a.Resources.MemoryPercentage, a.Resources.Cores, a.Resources.Number, a.Resources.Number)
+			}
+			return nil
+		}
+		switch {
+		case n < 1 || n > placement.MaxGPUs:
+			return fmt.Errorf("container %q: %s=%d, expected 1 to %d", c.Name, a.Resources.Number, n, placement.MaxGPUs)
+		case hasMem && mem < 1:
+			return fmt.Errorf("container %q: %s=%d, expected a positive number of MiB per GPU", c.Name, a.Resources.Memory, mem)
+		case hasPct && (pct < 1 || pct > 100):
+			return fmt.Errorf("container %q: %s=%d, expected 1 to 100", c.Name, a.Resources.MemoryPercentage, pct)
+		case hasCores && (cores < 0 || cores > 100):
+			return fmt.Errorf("container %q: %s=%d, expected 0 to 100 (percent of one GPU; 100 = exclusive)", c.Name, a.Resources.Cores, cores)
+		}
+		req.Containers = append(req.Containers, placement.Container{
+			Name: c.Name, Init: init, Number: int(n), MemoryMiB: mem, MemoryPercent: int(pct), Cores: int(cores),
+		})
+		return nil
+	}
+	for i := range pod.Spec.InitContainers {
+		if err := add(&pod.Spec.InitContainers[i], true); err != nil {
+			return nil, err
+		}
+	}
+	for i := range pod.Spec.Containers {
+		if err := add(&pod.Spec.Containers[i], false); err != nil {
+			return nil, err
+		}
+	}
+	if len(req.Containers) == 0 {
+		return nil, nil
+	}
+	opts, err := api.ParsePodOptions(pod.Annotations)
+	if err != nil {
+		return nil, err
+	}
+	req.TypeInclude, req.TypeExclude = opts.TypeInclude, opts.TypeExclude
+	req.UUIDInclude, req.UUIDExclude = opts.UUIDInclude, opts.UUIDExclude
+	req.Topology = placement.TopologyMode(opts.Topology)
+	req.DevicePolicy = placement.Policy(opts.DevicePolicy)
+	if err := req.Normalize(placement.Defaults{Cores: a.DefaultCores, DevicePolicy: a.DevicePolicy, Topology: a.Topology}); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+// nodePolicyOf is the pod's node policy: its annotation, else the argument.
+func nodePolicyOf(pod *corev1.Pod, a *Args) placement.Policy {
+	if v, ok := pod.Annotations[api.NodePolicyKey]; ok {
+		if p, err := placement.ParsePolicy(v); err == nil {
+			return p
+		}
+	}
+	return a.NodePolicy
+}
+
+// toAssignment renders a placement as the pod annotation payload.
+func toAssignment(p placement.Placement, podUID string) api.Assignment {
+	a := api.Assignment{PodUID: podUID, Node: p.Node, Phase: api.PhaseAssigned}
+	for _, c := range p.Containers {
+		if len(c.Devices) == 0 {
+			continue
+		}
+		ca := api.ContainerAssignment{Name: c.Name, Init: c.Init}
+		for _, d := range c.Devices {
+			ca.Devices = append(ca.Devices, api.DeviceShare{UUID: d.UUID, MemoryMiB: d.MemoryMiB, Cores: d.Cores})
+		}
+		a.Containers = append(a.Containers, ca)
+	}
+	return a
+}
+
+// fromAssignment is the placement an assignment annotation records.
+func fromAssignment(a api.Assignment) placement.Placement {
+	p := placement.Placement{Node: a.Node}
+	for _, c := range a.Containers {
+		cp := placement.ContainerPlacement{Name: c.Name, Init: c.Init}
+		for _, d := range c.Devices {
+			cp.Devices = append(cp.Devices, placement.Device{Pos: -1, UUID: d.UUID, MemoryMiB: d.MemoryMiB, Cores: d.Cores})
+		}
+		p.Containers = append(p.Containers, cp)
+	}
+	return p
+}

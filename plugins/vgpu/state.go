@@ -1,0 +1,140 @@
+package vgpu
+
+import (
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/plugins/placement"
+)
+
+// nodeFromInventory builds the placement core's node (usage zero) from the
+// device plugin's inventory annotation, and returns the inventory's heartbeat.
+// A node without one has no GPUs for us (nil); a malformed one is an error and
+// the node gets nothing.
+func nodeFromInventory(node *corev1.Node) (*placement.Node, time.Time, error) {
+	value, ok := node.Annotations[api.InventoryKey]
+	if !ok {
+		return nil, time.Time{}, nil
+	}
+	inv, err := api.DecodeInventory(value)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	n := &placement.Node{Name: node.Name, GPUs: make([]placement.GPU, len(inv.GPUs))}
+	for i, g := range inv.GPUs {
+		n.GPUs[i] = placement.GPU{
+			Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryMiB: g.MemoryMiB,
+			Healthy: g.Healthy, NUMA: g.NUMA, MaxShares: g.MaxShares,
+		}
+	}
+	if len(inv.GPUs) <= placement.MaxGPUs {
+		n.Links = placement.NewLinks(len(inv.GPUs))
+		for i := range inv.GPUs {
+			for j := i + 1; j < len(inv.GPUs); j++ {
+				l := inv.Link(i, j)
+				// api levels start at "internal" = 0; the core reserves 0 for unknown.
+				n.Links.Set(i, j, placement.Link{NVLinks: l.NVLinks, PCIe: placement.PCIeLevel(l.PCIe) + 1})
+			}
+		}
+	}
+	return n, inv.Heartbeat, nil
+}
+
+// podPlacement is the booking recorded on a pod: its assignment annotation,
+// or, for a pod this scheduler bound moments ago whose annotated copy the
+// informer has not delivered yet, the in-flight record.
+func podPlacement(pod *corev1.Pod, inflight *Inflight) (placement.Placement, bool, error) {
+	if value, ok := pod.Annotations[api.AssignmentKey]; ok {
+		a, err := api.DecodeAssignment(value)
+		if err != nil {
+			return placement.Placement{}, false, err
+		}
+		if string(pod.UID) != "" && a.PodUID != string(pod.UID) {
+			// A copied annotation (pod created from another pod's manifest)
+			// books nothing: the device plugin refuses it too.
+			return placement.Placement{}, false, nil
+		}
+		inflight.Forget(pod.UID)
+		return fromAssignment(a), true, nil
+	}
+	if a, ok := inflight.Get(pod.UID); ok {
+		return fromAssignment(a), true, nil
+	}
+	return placement.Placement{}, false, nil
+}
+
+func terminated(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// Inflight remembers assignments written in PreBind until the scheduler's
+// cache shows them on the pod. Volcano opens the next session from its
+// informer cache, which may lag the patch by a few milliseconds; without this
+// a GPU booked by the previous session could look free and be booked twice.
+// It lives as long as the scheduler process (created in main, passed to the
+// plugin builder) and is the only state shared across sessions.
+type Inflight struct {
+	mu      sync.Mutex
+	entries map[types.UID]inflightEntry
+	now     func() time.Time
+	ttl     time.Duration
+}
+
+type inflightEntry struct {
+	a     api.Assignment
+	added time.Time
+}
+
+// NewInflight returns an empty registry; entries older than ttl are dropped
+// (by then the informer has long delivered the pod, or the pod is gone).
+func NewInflight(now func() time.Time, ttl time.Duration) *Inflight {
+	return &Inflight{entries: map[types.UID]inflightEntry{}, now: now, ttl: ttl}
+}
+
+// Put records an assignment about to be patched onto a pod.
+func (f *Inflight) Put(uid types.UID, a api.Assignment) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.entries[uid] = inflightEntry{a: a, added: f.now()}
+}
+
+// Get returns a live entry.
+func (f *Inflight) Get(uid types.UID) (api.Assignment, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.entries[uid]
+	if !ok || f.now().Sub(e.added) > f.ttl {
+		return api.Assignment{}, false
+	}
+	return e.a, true
+}
+
+// Forget drops an entry (the pod now carries its annotation, or binding failed).
+func (f *Inflight) Forget(uid types.UID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.entries, uid)
+}
+
+// Expire drops entries older than the TTL; called once per session.
+func (f *Inflight) Expire() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.now()
+	for uid, e := range f.entries {
+		if now.Sub(e.added) > f.ttl {
+			delete(f.entries, uid)
+		}
+	}
+}
+
+// Len is the number of entries, for tests and metrics.
+func (f *Inflight) Len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.entries)
+}
