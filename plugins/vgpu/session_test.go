@@ -78,7 +78,7 @@ func (g *gpuNode) obj(t *testing.T) *corev1.Node {
 	n := len(g.inv.GPUs)
 	alloc := corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("512Gi"),
-		corev1.ResourcePods: resource.MustParse("110"),
+		corev1.ResourcePods:       resource.MustParse("110"),
 		api.DefaultResourceNumber: *resource.NewQuantity(int64(n*g.shares), resource.DecimalSI),
 		api.DefaultResourceMemory: *resource.NewQuantity(int64(n)*g.inv.GPUs[0].MemoryMiB, resource.DecimalSI),
 		api.DefaultResourceCores:  *resource.NewQuantity(int64(n*100), resource.DecimalSI),

@@ -5,11 +5,11 @@ package main
 import (
 	"k8s.io/component-base/cli"
 	"k8s.io/kubectl/pkg/cmd"
+	"k8s.io/kubectl/pkg/cmd/util"
 )
 
 func main() {
-	command := cmd.NewDefaultKubectlCommand()
-	if err := cli.RunNoErrOutput(command); err != nil {
-		cmd.CheckErr(err)
+	if err := cli.RunNoErrOutput(cmd.NewDefaultKubectlCommand()); err != nil {
+		util.CheckErr(err)
 	}
 }
