@@ -16,7 +16,7 @@ export KUBECONFIG := $(OUT)/local/kubeconfig
 # Upstream binaries are built once and cached under _output/bin: they change
 # only when the module files that pin them change.
 UPSTREAM := $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/kwok \
-            $(BIN)/vc-controller-manager $(BIN)/vcctl
+            $(BIN)/vc-controller-manager $(BIN)/vc-webhook-manager $(BIN)/vcctl
 # Our binaries are always handed to `go build`, whose cache makes a no-op fast.
 OURS := vc-scheduler localcluster
 
@@ -49,6 +49,10 @@ $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kubectl: e2e/tools/go.mod e2e/tools/go.
 $(BIN)/vc-controller-manager: go.mod go.sum
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $@ volcano.sh/volcano/cmd/controller-manager
+
+$(BIN)/vc-webhook-manager: go.mod go.sum
+	@mkdir -p $(BIN)
+	$(GO) build -ldflags "$(LDFLAGS)" -o $@ volcano.sh/volcano/cmd/webhook-manager
 
 $(BIN)/vcctl: go.mod go.sum
 	@mkdir -p $(BIN)

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -62,13 +63,21 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	cl := &Cluster{Config: cfg, Nodes: sim.Nodes()}
 
-	for _, comp := range cfg.controlPlane(cr) {
-		if comp.name == "vc-controller-manager" {
-			// Everything after the apiserver needs the kubeconfig and CRDs.
+	wt, err := cfg.ensureWebhookTLS()
+	if err != nil {
+		return nil, fmt.Errorf("webhook certificates: %w", err)
+	}
+	for _, comp := range cfg.controlPlane(cr, wt) {
+		if comp.name == "vc-webhook-manager" {
+			// Everything after the apiserver needs the kubeconfig, the CRDs
+			// and Volcano's webhook configurations.
 			if err := cl.connect(cr); err != nil {
 				return nil, err
 			}
 			if err := applyCRDs(ctx, cl.RestConfig, cfg.CRDDir); err != nil {
+				return nil, err
+			}
+			if err := cfg.ensureWebhookConfigs(ctx, cl.Client, wt); err != nil {
 				return nil, err
 			}
 		}
@@ -115,7 +124,7 @@ func (c Config) ensure(ctx context.Context, comp component, started *bool) error
 	return c.waitFor(ctx, comp.name, comp.wait, comp.ready)
 }
 
-func (c Config) controlPlane(cr credentials) []component {
+func (c Config) controlPlane(cr credentials, wt webhookTLS) []component {
 	p := c.Ports
 	loop := func(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
 	etcdURL := "http://" + loop(p.EtcdClient)
@@ -167,6 +176,13 @@ func (c Config) controlPlane(cr credentials) []component {
 			wait:  90 * time.Second,
 		},
 		{
+			proc: proc{name: "vc-webhook-manager", args: []string{c.bin("vc-webhook-manager"), kubeconfig,
+				"--listen-address=127.0.0.1", fmt.Sprintf("--port=%d", p.Webhook),
+				"--webhook-url=" + fmt.Sprintf("https://127.0.0.1:%d", p.Webhook),
+				"--ca-cert-file=" + wt.ca, "--tls-cert-file=" + wt.cert, "--tls-private-key-file=" + wt.key}},
+			port: p.Webhook, ready: tlsUp(loop(p.Webhook)), wait: 60 * time.Second,
+		},
+		{
 			proc: proc{name: "vc-controller-manager", args: []string{c.bin("vc-controller-manager"), kubeconfig,
 				"--leader-elect=false", "--listen-address=" + loop(p.ControllerMetrics),
 				"--enable-healthz", "--healthz-address=" + loop(p.ControllerHealthz),
@@ -209,7 +225,7 @@ func (cl *Cluster) connect(cr credentials) error {
 // the cluster's state.
 func Down(ctx context.Context, cfg Config) error {
 	logger := klog.FromContext(ctx)
-	order := []string{"kwok", "vc-scheduler", "vc-controller-manager", "kube-apiserver", "etcd"}
+	order := []string{"kwok", "vc-scheduler", "vc-controller-manager", "vc-webhook-manager", "kube-apiserver", "etcd"}
 	// Node agents first, then the control plane in reverse start order.
 	names := cfg.pidNames()
 	var rest []string
@@ -244,4 +260,15 @@ func Status(cfg Config) map[string]bool {
 		out[n] = alive
 	}
 	return out
+}
+
+// tlsUp is ready once a TLS server answers a handshake at addr.
+func tlsUp(addr string) func() error {
+	return func() error {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	}
 }

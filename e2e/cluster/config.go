@@ -30,6 +30,7 @@ type Ports struct {
 	ControllerMetrics         int
 	ControllerHealthz         int
 	KwokServer                int
+	Webhook                   int
 	DevicePluginMetricsOffset int // first device plugin metrics port; +1 per node
 }
 
@@ -41,7 +42,7 @@ func portsFrom(base int) Ports {
 		EtcdClient: base + 1, EtcdPeer: base + 2, APIServer: base + 3,
 		SchedulerMetrics: base + 10, SchedulerHealthz: base + 11,
 		ControllerMetrics: base + 12, ControllerHealthz: base + 13,
-		KwokServer: base + 14, DevicePluginMetricsOffset: base + 100,
+		KwokServer: base + 14, Webhook: base + 15, DevicePluginMetricsOffset: base + 100,
 	}
 }
 

@@ -60,6 +60,29 @@ func TestClusterIsReal(t *testing.T) {
 	})
 }
 
+// TestVolcanoAdmission: Volcano's admission webhooks run: a Job without
+// scheduler, queue or minAvailable gets Volcano's defaults, and an invalid
+// Job is refused with Volcano's message.
+func TestVolcanoAdmission(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns := newNamespace(t, ctx)
+	job := cpuJob(ns, "defaults", 2)
+	job.Spec.SchedulerName, job.Spec.Queue, job.Spec.MinAvailable = "", "", 0
+	got, err := shared.vc.BatchV1alpha1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.SchedulerName != "volcano" || got.Spec.Queue != "default" || got.Spec.MinAvailable != 2 {
+		t.Errorf("defaults not applied: scheduler %q queue %q minAvailable %d", got.Spec.SchedulerName, got.Spec.Queue, got.Spec.MinAvailable)
+	}
+	bad := cpuJob(ns, "bad", 2)
+	bad.Spec.MinAvailable = 5
+	if _, err := shared.vc.BatchV1alpha1().Jobs(ns).Create(ctx, bad, metav1.CreateOptions{}); err == nil {
+		t.Error("a Job with minAvailable 5 > 2 replicas was admitted")
+	}
+}
+
 // cpuJob is a Volcano Job of n plain CPU pods.
 func cpuJob(ns, name string, n int32) *batchv1alpha1.Job {
 	return &batchv1alpha1.Job{
