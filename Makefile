@@ -98,7 +98,7 @@ unit:
 	$(GO) test -count=1 ./...
 
 ctest:
-	@if [ -f vcuda/Makefile ]; then $(MAKE) -C vcuda test; fi
+	$(MAKE) --no-print-directory -C vcuda test
 
 # End-to-end tests on the local cluster: reuse a running one, else start one
 # for the run and stop it afterwards.
@@ -109,7 +109,7 @@ test: vet unit ctest e2e
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./api/... ./plugins/... ./device-plugin/...
-	@if [ -f vcuda/Makefile ]; then $(MAKE) -C vcuda bench; fi
+	$(MAKE) --no-print-directory -C vcuda bench
 
 clean: cluster-down
 	rm -rf $(OUT)

@@ -13,5 +13,5 @@
 //     the memory/cores share on each, written by the scheduler after the gang
 //     commits and read by the device plugin in Allocate.
 //   - LimiterConfig (a binary file): the limits one container's libvcuda.so
-//     enforces, written by the device plugin, mirrored in vcuda/vcuda_config.h.
+//     enforces, written by the device plugin, mirrored in vcuda/include/vcuda_config.h.
 package api

@@ -1,0 +1,109 @@
+/*
+ * fake.h - internals of the fake CUDA driver and NVML (tests only, never shipped).
+ *
+ * Each simulated GPU is a state file <FAKEGPU_DIR>/<uuid>.fakegpu mapped by every process
+ * that uses the GPU, so processes (and emulated containers) contend for it. A GPU runs one
+ * kernel at a time, in launch order (FIFO timeline on CLOCK_MONOTONIC); a kernel takes
+ * grid blocks x FAKEGPU_NS_PER_BLOCK ns. NVML utilization is computed from that timeline over
+ * fixed sample periods, like the real sampler. Environment:
+ *   FAKEGPU_DEVICES      "GPU-<uuid>:<MiB>,GPU-<uuid>:<MiB>" (required), the visible devices
+ *   FAKEGPU_DIR          state directory (default /tmp/fakegpu-<uid>)
+ *   FAKEGPU_NS_PER_BLOCK kernel time per block (default 1000)
+ *   FAKEGPU_MAX_QUEUE_US a launch blocks while more than this much work is queued (20000)
+ *   FAKEGPU_SAMPLE_US    NVML utilization sample period (default 20000)
+ *   FAKEGPU_NVML_PID_OFFSET  NVML reports pid + offset, as a host sees a container's pids
+ */
+#ifndef VCUDA_FAKE_H
+#define VCUDA_FAKE_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "../include/cuda_api.h"
+#include "../src/htab.h"
+
+#define FK_EXPORT __attribute__((visibility("default")))
+#define FK_MAX_DEV 16
+#define FK_RING 16384
+#define FK_PIDS 64
+#define FK_MAGIC 0x55504746u /* "FGPU" */
+#define FK_MAX_PEEK 256 /* state files the query API may map */
+
+struct fk_kern {
+	uint64_t start, end;
+	int32_t pid;
+	uint32_t pad;
+};
+
+struct fk_pidslot {
+	int32_t pid;
+	uint32_t pad;
+	uint64_t sched_ns; /* GPU time of every kernel this pid launched */
+};
+
+struct fk_state { /* shared file layout */
+	uint32_t magic, size;
+	char uuid[64];
+	uint64_t total;
+	pthread_mutex_t lock; /* robust, process-shared; guards everything below */
+	uint64_t used, peak;
+	uint64_t busy_until, sched_all, nkern;
+	struct fk_pidslot pids[FK_PIDS];
+	struct fk_kern ring[FK_RING];
+};
+
+struct fk_dev {
+	char uuid[64];
+	unsigned char raw[16];
+	uint64_t total;
+	struct fk_state *st;
+	uint64_t last_end; /* this process's last kernel end (atomic) */
+	int slot_pid, slot; /* cached pid slot, valid while slot_pid == getpid() */
+};
+
+struct fk_ctx {
+	uint32_t magic;
+	int dev;
+};
+
+enum { FK_KIND_PTR = 1, FK_KIND_HANDLE = 2 };
+
+struct fk_globals {
+	pthread_once_t once;
+	int init_rc;
+	int ndev;
+	struct fk_dev dev[FK_MAX_DEV];
+	struct fk_ctx ctx[FK_MAX_DEV];
+	uint64_t ns_per_block, max_queue_ns, sample_ns;
+	unsigned nvml_pid_offset;
+	char dir[512];
+	struct vc_htab allocs;       /* device pointer / VMM handle -> (dev, size) */
+	uint64_t bump[FK_MAX_DEV];   /* next 64-bit device address (atomic) */
+	uint32_t bump32;             /* next 32-bit (v1 API) device address (atomic) */
+	uint64_t next_handle;        /* VMM handles (atomic) */
+	int pid; /* getpid(), refreshed in fork children */
+	uint32_t module_obj, function_obj, stream_obj; /* handle targets */
+	pthread_mutex_t peek_mu;
+	int npeek;
+	struct { char uuid[64]; struct fk_state *st; } peek[FK_MAX_PEEK];
+};
+
+extern struct fk_globals fk;
+extern __thread struct fk_ctx *fk_cur;
+
+/* fake_gpu.c */
+int fk_init(void);
+uint64_t fk_now(void);
+void fk_sleep_ns(uint64_t ns);
+void fk_lock(struct fk_state *s);
+void fk_unlock(struct fk_state *s);
+struct fk_state *fk_map(const char *uuid, uint64_t total, int create);
+struct fk_state *fk_peek(const char *uuid);
+int fk_mem_take(int dev, uint64_t size);
+void fk_mem_give(int dev, uint64_t size);
+void fk_launch(int dev, uint64_t blocks);
+void fk_sync(int dev);
+uint64_t fk_busy_locked(struct fk_state *s, int pid, uint64_t t);
+int fk_cur_dev(void);
+
+#endif

@@ -1,0 +1,13 @@
+/* fake_globals.c - every global of the fake driver and fake NVML (one copy per library). */
+#include "fake.h"
+
+struct fk_globals fk = {
+	.once = PTHREAD_ONCE_INIT,
+	.allocs = VC_HTAB_INIT,
+	.module_obj = FK_MAGIC,
+	.function_obj = FK_MAGIC,
+	.stream_obj = FK_MAGIC,
+	.peek_mu = PTHREAD_MUTEX_INITIALIZER,
+};
+
+__thread struct fk_ctx *fk_cur;

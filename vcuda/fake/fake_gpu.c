@@ -1,0 +1,294 @@
+/* fake_gpu.c - the simulated GPUs: shared state files, memory, the kernel timeline. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../include/vcuda_config.h"
+#include "fake.h"
+
+uint64_t fk_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void fk_sleep_ns(uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+	}
+}
+
+void fk_lock(struct fk_state *s)
+{
+	if (pthread_mutex_lock(&s->lock) == EOWNERDEAD)
+		pthread_mutex_consistent(&s->lock);
+}
+
+void fk_unlock(struct fk_state *s)
+{
+	pthread_mutex_unlock(&s->lock);
+}
+
+static uint64_t env_u64(const char *name, uint64_t def)
+{
+	const char *v = getenv(name);
+	return v && *v ? strtoull(v, NULL, 10) : def;
+}
+
+struct fk_state *fk_map(const char *uuid, uint64_t total, int create)
+{
+	char path[640];
+	snprintf(path, sizeof(path), "%s/%s.fakegpu", fk.dir, uuid);
+	int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0666);
+	if (fd < 0)
+		return NULL;
+	struct fk_state *s = MAP_FAILED;
+	struct stat sb;
+	if (flock(fd, LOCK_EX) != 0 || fstat(fd, &sb) != 0)
+		goto out;
+	if ((size_t)sb.st_size < sizeof(*s) && (!create || ftruncate(fd, sizeof(*s)) != 0))
+		goto out;
+	s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (s != MAP_FAILED && s->magic != FK_MAGIC) {
+		if (!create) {
+			munmap(s, sizeof(*s));
+			s = MAP_FAILED;
+			goto out;
+		}
+		memset(s, 0, sizeof(*s));
+		snprintf(s->uuid, sizeof(s->uuid), "%s", uuid);
+		s->total = total;
+		s->size = sizeof(*s);
+		pthread_mutexattr_t a;
+		pthread_mutexattr_init(&a);
+		pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+		pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+		pthread_mutex_init(&s->lock, &a);
+		pthread_mutexattr_destroy(&a);
+		__atomic_store_n(&s->magic, FK_MAGIC, __ATOMIC_RELEASE);
+	}
+out:
+	flock(fd, LOCK_UN);
+	close(fd);
+	return s == MAP_FAILED ? NULL : s;
+}
+
+static int parse_devices(const char *spec)
+{
+	char buf[4096];
+	snprintf(buf, sizeof(buf), "%s", spec);
+	char *save = NULL;
+	for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *colon = strrchr(tok, ':');
+		if (!colon || fk.ndev == FK_MAX_DEV)
+			return -1;
+		*colon = '\0';
+		struct fk_dev *d = &fk.dev[fk.ndev];
+		if (vcuda_uuid_parse(tok, d->raw) != 0)
+			return -1;
+		snprintf(d->uuid, sizeof(d->uuid), "%s", tok);
+		d->total = strtoull(colon + 1, NULL, 10) << 20;
+		fk.ctx[fk.ndev].magic = FK_MAGIC;
+		fk.ctx[fk.ndev].dev = fk.ndev;
+		fk.bump[fk.ndev] = (uint64_t)(fk.ndev + 1) << 40;
+		fk.ndev++;
+	}
+	return fk.ndev > 0 ? 0 : -1;
+}
+
+static void fk_after_fork(void)
+{
+	fk.pid = getpid();
+}
+
+static void init_once(void)
+{
+	fk.pid = getpid();
+	pthread_atfork(NULL, NULL, fk_after_fork);
+	const char *dir = getenv("FAKEGPU_DIR");
+	if (dir && *dir)
+		snprintf(fk.dir, sizeof(fk.dir), "%s", dir);
+	else
+		snprintf(fk.dir, sizeof(fk.dir), "/tmp/fakegpu-%u", (unsigned)getuid());
+	mkdir(fk.dir, 0777);
+	fk.ns_per_block = env_u64("FAKEGPU_NS_PER_BLOCK", 1000);
+	fk.max_queue_ns = env_u64("FAKEGPU_MAX_QUEUE_US", 20000) * 1000;
+	fk.sample_ns = env_u64("FAKEGPU_SAMPLE_US", 20000) * 1000;
+	fk.nvml_pid_offset = (unsigned)env_u64("FAKEGPU_NVML_PID_OFFSET", 0);
+	if (fk.sample_ns == 0)
+		fk.sample_ns = 1000000;
+	fk.bump32 = 0x10000000u;
+	fk.next_handle = 1;
+	const char *spec = getenv("FAKEGPU_DEVICES");
+	if (!spec || parse_devices(spec) != 0) {
+		if (spec) /* unset is fine for a process that only queries state files */
+			fprintf(stderr, "fakegpu: FAKEGPU_DEVICES must be \"GPU-<uuid>:<MiB>,...\"\n");
+		fk.init_rc = CUDA_ERROR_NO_DEVICE;
+		return;
+	}
+	for (int i = 0; i < fk.ndev; i++) {
+		fk.dev[i].st = fk_map(fk.dev[i].uuid, fk.dev[i].total, 1);
+		if (!fk.dev[i].st) {
+			fprintf(stderr, "fakegpu: cannot map state for %s in %s\n", fk.dev[i].uuid,
+				fk.dir);
+			fk.init_rc = CUDA_ERROR_OPERATING_SYSTEM;
+			return;
+		}
+		fk.dev[i].total = fk.dev[i].st->total;
+	}
+}
+
+int fk_init(void)
+{
+	pthread_once(&fk.once, init_once);
+	return fk.init_rc;
+}
+
+struct fk_state *fk_peek(const char *uuid)
+{
+	if (fk_init() == CUDA_ERROR_OPERATING_SYSTEM)
+		return NULL;
+	struct fk_state *s = NULL;
+	pthread_mutex_lock(&fk.peek_mu);
+	for (int i = 0; i < fk.npeek && !s; i++)
+		if (strcmp(fk.peek[i].uuid, uuid) == 0)
+			s = fk.peek[i].st;
+	if (!s && fk.npeek < FK_MAX_PEEK && (s = fk_map(uuid, 0, 0)) != NULL) {
+		snprintf(fk.peek[fk.npeek].uuid, sizeof(fk.peek[0].uuid), "%s", uuid);
+		fk.peek[fk.npeek++].st = s;
+	}
+	pthread_mutex_unlock(&fk.peek_mu);
+	return s;
+}
+
+int fk_cur_dev(void)
+{
+	return fk_cur ? fk_cur->dev : -1;
+}
+
+int fk_mem_take(int dev, uint64_t size)
+{
+	struct fk_state *s = fk.dev[dev].st;
+	int ok;
+	fk_lock(s);
+	ok = s->used + size <= s->total;
+	if (ok) {
+		s->used += size;
+		if (s->used > s->peak)
+			s->peak = s->used;
+	}
+	fk_unlock(s);
+	return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void fk_mem_give(int dev, uint64_t size)
+{
+	struct fk_state *s = fk.dev[dev].st;
+	fk_lock(s);
+	s->used = s->used >= size ? s->used - size : 0;
+	fk_unlock(s);
+}
+
+static struct fk_pidslot *pid_slot(struct fk_dev *d, int pid)
+{
+	struct fk_state *s = d->st;
+	if (d->slot_pid == pid && s->pids[d->slot].pid == pid)
+		return &s->pids[d->slot];
+	int free_i = -1;
+	for (int i = 0; i < FK_PIDS; i++) {
+		if (s->pids[i].pid == pid) {
+			free_i = i;
+			break;
+		}
+		if (free_i < 0 && (s->pids[i].pid == 0 ||
+				   (kill(s->pids[i].pid, 0) != 0 && errno == ESRCH)))
+			free_i = i;
+	}
+	if (free_i < 0)
+		free_i = 0;
+	if (s->pids[free_i].pid != pid) {
+		s->pids[free_i].pid = pid;
+		s->pids[free_i].sched_ns = 0;
+	}
+	d->slot_pid = pid;
+	d->slot = free_i;
+	return &s->pids[free_i];
+}
+
+void fk_launch(int dev, uint64_t blocks)
+{
+	struct fk_dev *d = &fk.dev[dev];
+	struct fk_state *s = d->st;
+	uint64_t dur = blocks * fk.ns_per_block;
+	int pid = fk.pid;
+	for (;;) {
+		fk_lock(s);
+		uint64_t now = fk_now();
+		if (s->busy_until > now + fk.max_queue_ns) {
+			uint64_t wait = s->busy_until - fk.max_queue_ns - now;
+			fk_unlock(s);
+			fk_sleep_ns(wait);
+			continue;
+		}
+		uint64_t start = s->busy_until > now ? s->busy_until : now;
+		struct fk_kern *k = &s->ring[s->nkern % FK_RING];
+		k->start = start;
+		k->end = start + dur;
+		k->pid = pid;
+		s->nkern++;
+		s->busy_until = start + dur;
+		s->sched_all += dur;
+		pid_slot(d, pid)->sched_ns += dur;
+		__atomic_store_n(&d->last_end, start + dur, __ATOMIC_RELAXED);
+		fk_unlock(s);
+		return;
+	}
+}
+
+void fk_sync(int dev)
+{
+	uint64_t end = __atomic_load_n(&fk.dev[dev].last_end, __ATOMIC_RELAXED), now = fk_now();
+	if (end > now)
+		fk_sleep_ns(end - now);
+}
+
+/* GPU time pid (0 = all) had used by time t. Kernels ending after t are the newest ones
+ * (one engine, FIFO), so walk back from the newest until one ended by t. */
+uint64_t fk_busy_locked(struct fk_state *s, int pid, uint64_t t)
+{
+	uint64_t busy = 0;
+	if (pid == 0) {
+		busy = s->sched_all;
+	} else {
+		int found = 0;
+		for (int i = 0; i < FK_PIDS && !found; i++) {
+			if (s->pids[i].pid == pid) {
+				busy = s->pids[i].sched_ns;
+				found = 1;
+			}
+		}
+		if (!found)
+			return 0;
+	}
+	for (uint64_t i = s->nkern; i > 0 && s->nkern - i < FK_RING; i--) {
+		struct fk_kern *k = &s->ring[(i - 1) % FK_RING];
+		if (k->end <= t)
+			break;
+		if (pid && k->pid != pid)
+			continue;
+		uint64_t from = k->start > t ? k->start : t;
+		busy -= k->end - from;
+	}
+	return busy;
+}

@@ -1,0 +1,164 @@
+/*
+ * fake_nvml.c - fake NVML over the same simulated GPUs. Utilization is computed from the
+ * kernel timeline over the last complete sample period [t - P, t], t = now rounded down to P
+ * (FAKEGPU_SAMPLE_US), in whole percent (rounded), like a periodic hardware sampler.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../include/nvml_api.h"
+#include "fake.h"
+
+static int dev_of(nvmlDevice_t h)
+{
+	struct fk_dev *d = (struct fk_dev *)h;
+	if (d < &fk.dev[0] || d >= &fk.dev[fk.ndev])
+		return -1;
+	return (int)(d - &fk.dev[0]);
+}
+
+#define DEV_OR_FAIL(i, h)                             \
+	int i = dev_of(h);                            \
+	if (i < 0)                                    \
+		return NVML_ERROR_INVALID_ARGUMENT
+
+FK_EXPORT nvmlReturn_t nvmlInit_v2(void)
+{
+	return fk_init() == CUDA_SUCCESS ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
+}
+FK_EXPORT nvmlReturn_t nvmlInit(void) { return nvmlInit_v2(); }
+FK_EXPORT nvmlReturn_t nvmlShutdown(void) { return NVML_SUCCESS; }
+
+FK_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *n)
+{
+	*n = (unsigned)fk.ndev;
+	return NVML_SUCCESS;
+}
+FK_EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int *n) { return nvmlDeviceGetCount_v2(n); }
+
+FK_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *h)
+{
+	if (i >= (unsigned)fk.ndev)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*h = (nvmlDevice_t)&fk.dev[i];
+	return NVML_SUCCESS;
+}
+FK_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int i, nvmlDevice_t *h)
+{
+	return nvmlDeviceGetHandleByIndex_v2(i, h);
+}
+
+FK_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *h)
+{
+	for (int i = 0; i < fk.ndev; i++) {
+		if (strcmp(fk.dev[i].uuid, uuid) == 0) {
+			*h = (nvmlDevice_t)&fk.dev[i];
+			return NVML_SUCCESS;
+		}
+	}
+	return NVML_ERROR_NOT_FOUND;
+}
+
+FK_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t h, char *buf, unsigned int len)
+{
+	DEV_OR_FAIL(i, h);
+	if (strlen(fk.dev[i].uuid) >= len)
+		return NVML_ERROR_INSUFFICIENT_SIZE;
+	snprintf(buf, len, "%s", fk.dev[i].uuid);
+	return NVML_SUCCESS;
+}
+
+FK_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t h, char *buf, unsigned int len)
+{
+	DEV_OR_FAIL(i, h);
+	snprintf(buf, len, "Fake GPU %d", i);
+	return NVML_SUCCESS;
+}
+
+FK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t h, nvmlMemory_t *m)
+{
+	DEV_OR_FAIL(i, h);
+	struct fk_state *s = fk.dev[i].st;
+	fk_lock(s);
+	m->total = s->total;
+	m->used = s->used;
+	m->free = s->total - s->used;
+	fk_unlock(s);
+	return NVML_SUCCESS;
+}
+
+FK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t h, nvmlMemory_v2_t *m)
+{
+	if (m->version != NVML_MEMORY_V2_VERSION)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	nvmlMemory_t v1;
+	nvmlReturn_t rc = nvmlDeviceGetMemoryInfo(h, &v1);
+	if (rc == NVML_SUCCESS) {
+		m->total = v1.total;
+		m->reserved = 0;
+		m->used = v1.used;
+		m->free = v1.free;
+	}
+	return rc;
+}
+
+static unsigned pct(uint64_t busy, uint64_t period)
+{
+	return (unsigned)((busy * 100 + period / 2) / period);
+}
+
+FK_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t h, nvmlUtilization_t *u)
+{
+	DEV_OR_FAIL(i, h);
+	struct fk_state *s = fk.dev[i].st;
+	uint64_t p = fk.sample_ns, t = fk_now() / p * p;
+	fk_lock(s);
+	uint64_t busy = fk_busy_locked(s, 0, t) - fk_busy_locked(s, 0, t - p);
+	fk_unlock(s);
+	u->gpu = pct(busy, p);
+	u->memory = 0;
+	return NVML_SUCCESS;
+}
+
+/* One sample per process that ever launched on the device, for each complete period that
+ * ended after last_seen_us (at most 16 periods back). */
+FK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
+						       nvmlProcessUtilizationSample_t *out,
+						       unsigned int *count,
+						       unsigned long long last_seen_us)
+{
+	DEV_OR_FAIL(i, h);
+	struct fk_state *s = fk.dev[i].st;
+	uint64_t p = fk.sample_ns, t = fk_now() / p * p;
+	if (t / 1000 <= last_seen_us)
+		return NVML_ERROR_NOT_FOUND;
+	uint64_t nwin = 1;
+	while (last_seen_us && nwin < 16 && t >= (nwin + 1) * p && (t - nwin * p) / 1000 > last_seen_us)
+		nwin++;
+	unsigned n = 0;
+	fk_lock(s);
+	for (uint64_t w = nwin; w-- > 0;) {
+		uint64_t end = t - w * p;
+		for (int k = 0; k < FK_PIDS; k++) {
+			int pid = s->pids[k].pid;
+			if (!pid)
+				continue;
+			if (out && n < *count) {
+				uint64_t busy = fk_busy_locked(s, pid, end) -
+						fk_busy_locked(s, pid, end - p);
+				out[n] = (nvmlProcessUtilizationSample_t){
+					.pid = (unsigned)pid + fk.nvml_pid_offset,
+					.timeStamp = end / 1000,
+					.smUtil = pct(busy, p) };
+			}
+			n++;
+		}
+	}
+	fk_unlock(s);
+	if (!out || n > *count) {
+		*count = n;
+		return NVML_ERROR_INSUFFICIENT_SIZE;
+	}
+	*count = n;
+	return n ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND;
+}

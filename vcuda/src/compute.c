@@ -1,0 +1,293 @@
+/*
+ * compute.c - kernel launch admission.
+ *
+ * Each limited device has two container-wide counters in the shared region: consumed (cost
+ * units of every admitted launch) and refilled (cost units allowed so far). A launch adds its
+ * cost to consumed with one atomic add and goes on if the sum is within refilled: no lock, no
+ * syscall. Otherwise it has borrowed ahead and sleeps until refilled catches up (launches are
+ * served in the order they added). refilled grows with time at the rate the sampler's
+ * controller sets (sampler.c), capped so an idle container banks at most VC_BURST_NS of it.
+ * The cost of a launch is blocks x warps per block; of a graph, the sum over its kernel nodes
+ * (measured at instantiate). The controller learns what a unit costs in GPU time.
+ */
+#include "vcuda.h"
+
+#define VC_BURST_NS 20000000ull /* credit an idle container may bank: rides out late wake-ups */
+#define VC_MAX_COST (1ull << 40)
+#define VC_UNKNOWN_GRAPH_COST 1ull
+
+static uint64_t launch_cost(uint64_t gx, uint64_t gy, uint64_t gz, uint64_t bx, uint64_t by,
+			    uint64_t bz)
+{
+	uint64_t blocks = gx * gy * gz, warps = (bx * by * bz + 31) / 32;
+	if (!warps)
+		warps = 1;
+	if (blocks > VC_MAX_COST / warps)
+		return VC_MAX_COST;
+	return blocks ? blocks * warps : 1;
+}
+
+static void raise_refilled(struct vc_region_dev *rd, uint64_t to)
+{
+	uint64_t r = __atomic_load_n(&rd->refilled, __ATOMIC_RELAXED);
+	while (r < to && !__atomic_compare_exchange_n(&rd->refilled, &r, to, 1, __ATOMIC_RELEASE,
+						      __ATOMIC_RELAXED)) {
+	}
+}
+
+/* Advance refilled by rate x elapsed; whoever wins the timestamp race does it. */
+void vc_refill(struct vc_region_dev *rd, uint64_t now)
+{
+	uint64_t last = __atomic_load_n(&rd->refill_ns, __ATOMIC_RELAXED);
+	if (now <= last || !__atomic_compare_exchange_n(&rd->refill_ns, &last, now, 0,
+							__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return;
+	double rate = vc_bits2d(__atomic_load_n(&rd->rate_bits, __ATOMIC_RELAXED));
+	uint64_t add = (uint64_t)(rate * (double)(now - last));
+	uint64_t bank = (uint64_t)(rate * (double)VC_BURST_NS);
+	uint64_t r = __atomic_load_n(&rd->refilled, __ATOMIC_RELAXED);
+	for (;;) {
+		uint64_t c = __atomic_load_n(&rd->consumed, __ATOMIC_RELAXED);
+		uint64_t nr = r + add;
+		if (nr > c + bank)
+			nr = r > c + bank ? r : c + bank;
+		if (__atomic_compare_exchange_n(&rd->refilled, &r, nr, 1, __ATOMIC_RELEASE,
+						__ATOMIC_RELAXED))
+			return;
+	}
+}
+
+CUresult vc_admit_slow(struct vc_region_dev *rd, uint64_t c)
+{
+	int counted = 0;
+	if (!__atomic_load_n(&vcg.sampler_running, __ATOMIC_RELAXED))
+		vc_start_sampler(); /* first launch after fork */
+	for (;;) {
+		uint32_t mode = __atomic_load_n(&rd->mode, __ATOMIC_ACQUIRE);
+		uint64_t wait;
+		if (mode == VC_MODE_UNLIMITED) {
+			raise_refilled(rd, c);
+			return CUDA_SUCCESS;
+		}
+		if (mode == VC_MODE_BOOT) {
+			/* no cost estimate yet: a few launches per sample period, doubling */
+			if (__atomic_fetch_add(&rd->boot_used, 1, __ATOMIC_ACQ_REL) <
+			    __atomic_load_n(&rd->boot_budget, __ATOMIC_ACQUIRE)) {
+				raise_refilled(rd, c);
+				return CUDA_SUCCESS;
+			}
+			wait = 1000000;
+		} else {
+			vc_refill(rd, vc_now());
+			uint64_t r = __atomic_load_n(&rd->refilled, __ATOMIC_ACQUIRE);
+			if (c <= r)
+				return CUDA_SUCCESS;
+			double rate = vc_bits2d(__atomic_load_n(&rd->rate_bits, __ATOMIC_RELAXED));
+			double w = rate > 0 ? (double)(c - r) / rate : 1e6;
+			wait = w < 20000 ? 20000 : w > 20e6 ? 20000000 : (uint64_t)w;
+		}
+		if (!counted) {
+			__atomic_fetch_add(&rd->waits, 1, __ATOMIC_RELAXED);
+			counted = 1;
+		}
+		__atomic_store_n(&rd->wait_until_ns, vc_now() + wait, __ATOMIC_RELAXED);
+		vc_sleep_ns(wait);
+	}
+}
+
+/* The hot path: one atomic add and one load when within the allowance. */
+static inline CUresult admit(uint64_t cost)
+{
+	int idx;
+	CUresult rc = vc_cur_index(&idx);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (idx < 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	if (!vcg.dev[idx].limited)
+		return CUDA_SUCCESS;
+	struct vc_region_dev *rd = &vcg.region->dev[idx];
+	uint64_t c = __atomic_add_fetch(&rd->consumed, cost, __ATOMIC_RELAXED);
+	if (__builtin_expect(c <= __atomic_load_n(&rd->refilled, __ATOMIC_ACQUIRE), 1))
+		return CUDA_SUCCESS;
+	return vc_admit_slow(rd, c);
+}
+
+#define ENTER()                                        \
+	do {                                           \
+		CUresult rc_ = vc_enter();             \
+		if (rc_ != CUDA_SUCCESS)               \
+			return rc_;                    \
+	} while (0)
+#define ADMIT(cost)                                    \
+	do {                                           \
+		CUresult rc_ = admit(cost);            \
+		if (rc_ != CUDA_SUCCESS)               \
+			return rc_;                    \
+	} while (0)
+
+VC_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+				  unsigned by, unsigned bz, unsigned shm, CUstream s, void **params,
+				  void **extra)
+{
+	ENTER();
+	ADMIT(launch_cost(gx, gy, gz, bx, by, bz));
+	return REAL(cuLaunchKernel)(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
+}
+VC_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+				       unsigned bx, unsigned by, unsigned bz, unsigned shm,
+				       CUstream s, void **params, void **extra)
+{
+	ENTER();
+	ADMIT(launch_cost(gx, gy, gz, bx, by, bz));
+	return REAL(cuLaunchKernel_ptsz)(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
+}
+VC_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+					     unsigned bx, unsigned by, unsigned bz, unsigned shm,
+					     CUstream s, void **params)
+{
+	ENTER();
+	ADMIT(launch_cost(gx, gy, gz, bx, by, bz));
+	return REAL(cuLaunchCooperativeKernel)(f, gx, gy, gz, bx, by, bz, shm, s, params);
+}
+VC_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy,
+						  unsigned gz, unsigned bx, unsigned by, unsigned bz,
+						  unsigned shm, CUstream s, void **params)
+{
+	ENTER();
+	ADMIT(launch_cost(gx, gy, gz, bx, by, bz));
+	return REAL(cuLaunchCooperativeKernel_ptsz)(f, gx, gy, gz, bx, by, bz, shm, s, params);
+}
+VC_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params,
+				    void **extra)
+{
+	ENTER();
+	ADMIT(launch_cost(c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+			  c->blockDimZ));
+	return REAL(cuLaunchKernelEx)(c, f, params, extra);
+}
+VC_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **params,
+					 void **extra)
+{
+	ENTER();
+	ADMIT(launch_cost(c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+			  c->blockDimZ));
+	return REAL(cuLaunchKernelEx_ptsz)(c, f, params, extra);
+}
+
+/* Deprecated launch APIs cannot be throttled per device here: refused, never passed on. */
+VC_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(void *l, unsigned int n, unsigned int fl)
+{
+	(void)l, (void)n, (void)fl;
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+VC_EXPORT CUresult cuLaunch(CUfunction f)
+{
+	(void)f;
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+VC_EXPORT CUresult cuLaunchGrid(CUfunction f, int w, int h)
+{
+	(void)f, (void)w, (void)h;
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+VC_EXPORT CUresult cuLaunchGridAsync(CUfunction f, int w, int h, CUstream s)
+{
+	(void)f, (void)w, (void)h, (void)s;
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* ---- graphs: cost measured once at instantiate ---- */
+
+static uint64_t graph_cost(CUgraph g, int depth)
+{
+	size_t n = 0;
+	if (depth > 8 || REAL(cuGraphGetNodes)(g, NULL, &n) != CUDA_SUCCESS || n == 0)
+		return 0;
+	CUgraphNode nodes[n > 4096 ? 4096 : n];
+	size_t got = sizeof(nodes) / sizeof(nodes[0]);
+	if (REAL(cuGraphGetNodes)(g, nodes, &got) != CUDA_SUCCESS)
+		return 0;
+	if (got > sizeof(nodes) / sizeof(nodes[0]))
+		got = sizeof(nodes) / sizeof(nodes[0]);
+	uint64_t sum = 0;
+	for (size_t i = 0; i < got; i++) {
+		CUgraphNodeType t;
+		CUDA_KERNEL_NODE_PARAMS_v2 p;
+		CUgraph child;
+		if (REAL(cuGraphNodeGetType)(nodes[i], &t) != CUDA_SUCCESS)
+			continue;
+		if (t == CU_GRAPH_NODE_TYPE_KERNEL &&
+		    REAL(cuGraphKernelNodeGetParams_v2)(nodes[i], &p) == CUDA_SUCCESS)
+			sum += launch_cost(p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX,
+					   p.blockDimY, p.blockDimZ);
+		else if (t == CU_GRAPH_NODE_TYPE_GRAPH &&
+			 REAL(cuGraphChildGraphNodeGetGraph)(nodes[i], &child) == CUDA_SUCCESS)
+			sum += graph_cost(child, depth + 1);
+	}
+	return sum;
+}
+
+static CUresult note_exec(CUresult rc, CUgraphExec *e, CUgraph g)
+{
+	if (rc == CUDA_SUCCESS)
+		vc_htab_put(&vcg.graphs, VC_KIND_GRAPH, (uintptr_t)*e, 0, graph_cost(g, 0));
+	return rc;
+}
+
+VC_EXPORT CUresult cuGraphInstantiate(CUgraphExec *e, CUgraph g, CUgraphNode *en, char *log,
+				      size_t n)
+{
+	ENTER();
+	return note_exec(REAL(cuGraphInstantiate)(e, g, en, log, n), e, g);
+}
+VC_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *e, CUgraph g, CUgraphNode *en, char *log,
+					 size_t n)
+{
+	ENTER();
+	return note_exec(REAL(cuGraphInstantiate_v2)(e, g, en, log, n), e, g);
+}
+VC_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g, unsigned long long fl)
+{
+	ENTER();
+	return note_exec(REAL(cuGraphInstantiateWithFlags)(e, g, fl), e, g);
+}
+VC_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *e, CUgraph g,
+						CUDA_GRAPH_INSTANTIATE_PARAMS *p)
+{
+	ENTER();
+	return note_exec(REAL(cuGraphInstantiateWithParams)(e, g, p), e, g);
+}
+VC_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *e, CUgraph g,
+						     CUDA_GRAPH_INSTANTIATE_PARAMS *p)
+{
+	ENTER();
+	return note_exec(REAL(cuGraphInstantiateWithParams_ptsz)(e, g, p), e, g);
+}
+VC_EXPORT CUresult cuGraphExecDestroy(CUgraphExec e)
+{
+	ENTER();
+	vc_htab_take(&vcg.graphs, VC_KIND_GRAPH, (uintptr_t)e, NULL, NULL);
+	return REAL(cuGraphExecDestroy)(e);
+}
+
+static uint64_t exec_cost(CUgraphExec e)
+{
+	uint64_t cost;
+	if (!vc_htab_get(&vcg.graphs, VC_KIND_GRAPH, (uintptr_t)e, NULL, &cost) || cost == 0)
+		return VC_UNKNOWN_GRAPH_COST;
+	return cost;
+}
+
+VC_EXPORT CUresult cuGraphLaunch(CUgraphExec e, CUstream s)
+{
+	ENTER();
+	ADMIT(exec_cost(e));
+	return REAL(cuGraphLaunch)(e, s);
+}
+VC_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec e, CUstream s)
+{
+	ENTER();
+	ADMIT(exec_cost(e));
+	return REAL(cuGraphLaunch_ptsz)(e, s);
+}

@@ -1,0 +1,201 @@
+/*
+ * vcuda.h - internals of libvcuda.so, the in-container CUDA limiter.
+ *
+ *   config.c   read the config file once (env fallback only when allowed), fail closed
+ *   init.c     lazy init, real driver/NVML resolution, device mapping, fork handling
+ *   region.c   the per-container shared region: memory reservation, reaping by pid
+ *   memory.c   allocation/free/info hooks          compute.c  launch hooks, admission
+ *   sampler.c  elected NVML sampler + controller   routing.c  real symbols, cuGetProcAddress
+ *   dlsym.c    our dlsym and the hook table        nvml.c     NVML memory info hooks
+ *   htab.c     small map for allocation sizes      globals.c  every global, nothing else
+ */
+#ifndef VCUDA_INTERNAL_H
+#define VCUDA_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "../include/cuda_api.h"
+#include "../include/nvml_api.h"
+#include "../include/vcuda_config.h"
+#include "htab.h"
+
+#define VC_EXPORT __attribute__((visibility("default")))
+#define VC_HIDDEN __attribute__((visibility("hidden")))
+#define VC_MAX_ORD 64
+#define VC_MAX_PROCS 256
+#define VC_HIST 8
+#define VC_REGION_MAGIC 0x47455256u /* "VREG" */
+#define VC_REGION_VERSION 1u
+#define VC_REGION_FILE "vcuda.region"
+#define VC_GRANULE 512ull               /* allocations are counted rounded up to this */
+#define VC_UNLIMITED_CREDIT (1ull << 62) /* refilled - consumed while bursting */
+
+/* Every hook, by library. routing.c builds the name table from these lists. */
+#define VC_CUDA_HOOKS(X)                                                                           \
+	X(cuInit) X(cuGetProcAddress) X(cuGetProcAddress_v2) X(cuDeviceTotalMem)                    \
+	X(cuDeviceTotalMem_v2) X(cuMemGetInfo) X(cuMemGetInfo_v2) X(cuMemAlloc) X(cuMemAlloc_v2)    \
+	X(cuMemAllocPitch) X(cuMemAllocPitch_v2) X(cuMemAllocManaged) X(cuMemFree) X(cuMemFree_v2)  \
+	X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz) X(cuMemAllocFromPoolAsync)                       \
+	X(cuMemAllocFromPoolAsync_ptsz) X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) X(cuMemCreate)     \
+	X(cuMemRelease) X(cuArrayCreate) X(cuArrayCreate_v2) X(cuArray3DCreate) X(cuArray3DCreate_v2) \
+	X(cuMipmappedArrayCreate) X(cuArrayDestroy) X(cuMipmappedArrayDestroy) X(cuLaunchKernel)     \
+	X(cuLaunchKernel_ptsz) X(cuLaunchCooperativeKernel) X(cuLaunchCooperativeKernel_ptsz)        \
+	X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz) X(cuLaunchCooperativeKernelMultiDevice)         \
+	X(cuLaunch) X(cuLaunchGrid) X(cuLaunchGridAsync) X(cuGraphInstantiate)                       \
+	X(cuGraphInstantiate_v2) X(cuGraphInstantiateWithFlags) X(cuGraphInstantiateWithParams)      \
+	X(cuGraphInstantiateWithParams_ptsz) X(cuGraphExecDestroy) X(cuGraphLaunch)                  \
+	X(cuGraphLaunch_ptsz)
+#define VC_NVML_HOOKS(X) X(nvmlDeviceGetMemoryInfo) X(nvmlDeviceGetMemoryInfo_v2)
+#define VC_CUDA_CALLS(X)                                                                     \
+	X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2)           \
+	X(cuCtxGetDevice) X(cuGraphGetNodes) X(cuGraphNodeGetType)                            \
+	X(cuGraphKernelNodeGetParams_v2) X(cuGraphChildGraphNodeGetGraph)
+#define VC_NVML_CALLS(X)                                                                     \
+	X(nvmlInit_v2) X(nvmlDeviceGetHandleByUUID) X(nvmlDeviceGetUUID)                      \
+	X(nvmlDeviceGetProcessUtilization)
+
+#define VC_REAL_FIELD(n) __typeof__(n) *n;
+struct vc_real {
+	VC_CUDA_HOOKS(VC_REAL_FIELD)
+	VC_NVML_HOOKS(VC_REAL_FIELD)
+	VC_CUDA_CALLS(VC_REAL_FIELD)
+	VC_NVML_CALLS(VC_REAL_FIELD)
+};
+#define REAL(n) (vcg.real.n)
+
+/* ---- the shared region: <shared_dir>/vcuda.region, one per container ---- */
+enum vc_mode { VC_MODE_BOOT = 0, VC_MODE_LIMITED = 1, VC_MODE_UNLIMITED = 2 };
+
+struct vc_ctl { /* controller state; only the elected sampler touches it */
+	uint64_t last_ts_us, last_sample_ns, period_ns, c_last, waits_last;
+	double err_ns, khat;
+	double hist_busy[VC_HIST], hist_units[VC_HIST];
+	uint32_t hist_i;
+	uint32_t blind; /* NVML's pids are not ours (pid namespace): all utilization counts as ours */
+};
+
+struct vc_region_dev {
+	uint64_t used; /* bytes reserved by the container; written under the lock */
+	char pad0[56];
+	uint64_t consumed; /* cost units admitted (atomic, the launch hot path) */
+	char pad1[56];
+	uint64_t refilled;  /* cost units allowed so far (atomic) */
+	uint64_t refill_ns; /* when refilled was last advanced (atomic) */
+	uint64_t rate_bits; /* double, cost units per ns (atomic) */
+	uint64_t waits;     /* launches that had to wait (atomic) */
+	uint64_t wait_until_ns; /* a waiting launch sleeps until then (atomic) */
+	uint32_t mode, boot_budget, boot_used, pad2;
+	int32_t sampler_pid, pad3;
+	uint64_t sampler_beat_ns;
+	struct vc_ctl ctl;
+} __attribute__((aligned(64)));
+
+struct vc_region_proc {
+	int32_t pid, pad;
+	uint64_t starttime; /* guards against pid reuse */
+	uint64_t used[VCUDA_MAX_DEVICES];
+};
+
+struct vc_region {
+	uint32_t magic, version, size, ndev;
+	pthread_mutex_t lock; /* robust, process-shared: memory reservation, proc slots */
+	struct vc_region_dev dev[VCUDA_MAX_DEVICES];
+	struct vc_region_proc proc[VC_MAX_PROCS];
+};
+_Static_assert(offsetof(struct vc_region_dev, consumed) == 64, "consumed on its own line");
+_Static_assert(sizeof(struct vc_region_proc) == 16 + 8 * VCUDA_MAX_DEVICES, "proc slot layout");
+_Static_assert(offsetof(struct vc_region, dev) % 64 == 0, "devices cache-line aligned");
+
+/* ---- process-local state ---- */
+struct vc_dev {
+	unsigned char raw[16];
+	uint64_t cap;
+	uint32_t core;
+	int limited; /* compute admission on */
+	nvmlDevice_t nvml;
+};
+
+enum { VC_KIND_PTR = 1, VC_KIND_HANDLE, VC_KIND_ARRAY, VC_KIND_MIPMAP, VC_KIND_GRAPH };
+
+struct vc_globals {
+	pthread_once_t once;
+	int state; /* 0 not yet, 1 ready, 2 refused (atomic) */
+	int mapped; /* ord2dev valid (atomic) */
+	pthread_mutex_t map_mu;
+	struct vcuda_config cfg;
+	char cfg_path[VCUDA_PATH_LEN];
+	int ndev, nord, any_limited;
+	int only_idx; /* config index of the first visible device, used when nord == 1 */
+	struct vc_dev dev[VCUDA_MAX_DEVICES];
+	int ord2dev[VC_MAX_ORD];
+	struct vc_region *region;
+	int slot; /* our proc slot, -1 after fork until re-registered (under region lock) */
+	void *cuda, *nvml;
+	struct vc_real real;
+	struct vc_htab allocs, graphs;
+	int sampler_running; /* atomic */
+	int said[5]; /* one message of each kind per process (atomic) */
+	void *next_dlsym; /* the dlsym after ours (atomic) */
+	int debug; /* VCUDA_DEBUG=1: controller trace on stderr */
+	uint64_t view_reap_ns; /* last reap done for a memory view (atomic) */
+};
+
+extern struct vc_globals vcg VC_HIDDEN;
+
+/* init.c */
+CUresult vc_enter_slow(void) VC_HIDDEN;
+CUresult vc_cuda_map(void) VC_HIDDEN;
+CUresult vc_cur_index(int *idx) VC_HIDDEN;
+int vc_index_of_ordinal(CUdevice d) VC_HIDDEN;
+int vc_index_of_uuid(const char *uuid) VC_HIDDEN;
+uint64_t vc_now(void) VC_HIDDEN;
+void vc_sleep_ns(uint64_t ns) VC_HIDDEN;
+void vc_say_once(int which, const char *fmt, ...) VC_HIDDEN __attribute__((format(printf, 2, 3)));
+void vc_start_sampler(void) VC_HIDDEN;
+enum { VC_MSG_CONFIG, VC_MSG_DEVICE, VC_MSG_ROUTING, VC_MSG_REGION, VC_MSG_PIDS };
+
+static inline CUresult vc_enter(void)
+{
+	if (__builtin_expect(__atomic_load_n(&vcg.state, __ATOMIC_ACQUIRE) == 1, 1))
+		return CUDA_SUCCESS;
+	return vc_enter_slow();
+}
+
+/* config.c */
+int vc_config_load(struct vcuda_config *c, char *path, size_t pathlen, char *err, size_t errlen) VC_HIDDEN;
+
+/* region.c */
+int vc_region_attach(char *err, size_t errlen) VC_HIDDEN;
+int vc_mem_reserve(int idx, uint64_t bytes) VC_HIDDEN;
+void vc_mem_release(int idx, uint64_t bytes) VC_HIDDEN;
+uint64_t vc_mem_used(int idx) VC_HIDDEN;
+void vc_reap(void) VC_HIDDEN;
+void vc_reap_sometimes(void) VC_HIDDEN; /* at most every 100 ms per process */
+
+/* compute.c */
+CUresult vc_admit_slow(struct vc_region_dev *rd, uint64_t c) VC_HIDDEN;
+void vc_refill(struct vc_region_dev *rd, uint64_t now) VC_HIDDEN;
+
+/* sampler.c */
+void *vc_sampler_main(void *arg) VC_HIDDEN;
+void vc_ctl_update(int idx, double u_own, double u_other, uint64_t period_ns) VC_HIDDEN;
+
+/* routing.c */
+void *vc_hook_by_name(const char *name) VC_HIDDEN;
+int vc_resolve_real(char *err, size_t errlen) VC_HIDDEN;
+
+static inline double vc_bits2d(uint64_t b)
+{
+	double d;
+	__builtin_memcpy(&d, &b, sizeof(d));
+	return d;
+}
+static inline uint64_t vc_d2bits(double d)
+{
+	uint64_t b;
+	__builtin_memcpy(&b, &d, sizeof(b));
+	return b;
+}
+
+#endif

@@ -1,0 +1,348 @@
+/*
+ * t_compute.c - the compute limit, closed loop on the fake GPU.
+ *
+ * A scenario is one emulated container (config + shared dir) of N processes that launch
+ * kernels back to back on one fake GPU. The share it gets is read from the fake driver's
+ * own accounting (GPU busy time of its pids over a window after a warm-up), never from the
+ * limiter. Small grids run 200 us kernels, large grids 5 ms (FAKEGPU_NS_PER_BLOCK=1000).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define SMALL "200"
+#define LARGE "5000"
+
+/* args: blocks threads kind(kernel|ex|coop|graph|mixed) ms. mixed alternates the given
+ * kernel with one of 10x the blocks and 1/8 the threads: its cost estimate (blocks x warps)
+ * is 8x off against the fake's time (blocks), so only the feedback loop gets it right. */
+int child_burn(int argc, char **argv)
+{
+	CCHECK(argc == 4, "args");
+	unsigned blocks = (unsigned)atoi(argv[0]), threads = (unsigned)atoi(argv[1]);
+	const char *kind = argv[2];
+	CUmodule m;
+	CUfunction f;
+	CUgraphExec exec = NULL;
+	CUgraph g = NULL;
+	t_ctx(0);
+	CCHECK(cuModuleLoadData(&m, "fake") == CUDA_SUCCESS, "module");
+	CCHECK(cuModuleGetFunction(&f, m, "burn") == CUDA_SUCCESS, "function");
+	if (strcmp(kind, "graph") == 0) {
+		CUgraphNode n;
+		CUDA_KERNEL_NODE_PARAMS_v2 p = { .func = f, .gridDimX = blocks / 4, .gridDimY = 1,
+						 .gridDimZ = 1, .blockDimX = threads, .blockDimY = 1,
+						 .blockDimZ = 1 };
+		CCHECK(cuGraphCreate(&g, 0) == CUDA_SUCCESS, "graph");
+		for (int i = 0; i < 4; i++)
+			CCHECK(cuGraphAddKernelNode_v2(&n, g, NULL, 0, &p) == CUDA_SUCCESS, "node");
+		CCHECK(cuGraphInstantiateWithFlags(&exec, g, 0) == CUDA_SUCCESS, "instantiate");
+	}
+	CUlaunchConfig lc = { blocks, 1, 1, threads, 1, 1, 0, NULL, NULL, 0 };
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	long ms = atol(argv[3]);
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > ms)
+			break;
+		CUresult rc;
+		if (exec)
+			rc = cuGraphLaunch_ptsz(exec, NULL);
+		else if (strcmp(kind, "ex") == 0)
+			rc = cuLaunchKernelEx_ptsz(&lc, f, NULL, NULL);
+		else if (strcmp(kind, "mixed") == 0 && (t.tv_nsec / 1000) % 2)
+			rc = cuLaunchKernel(f, blocks * 10, 1, 1, threads / 8, 1, 1, 0, NULL, NULL, NULL);
+		else if (strcmp(kind, "coop") == 0)
+			rc = cuLaunchCooperativeKernel(f, blocks, 1, 1, threads, 1, 1, 0, NULL, NULL);
+		else
+			rc = cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, 0, NULL, NULL, NULL);
+		CCHECK(rc == CUDA_SUCCESS, "launch: %d", rc);
+	}
+	if (exec)
+		CCHECK(cuGraphExecDestroy(exec) == CUDA_SUCCESS && cuGraphDestroy(g) == CUDA_SUCCESS,
+		       "graph destroy");
+	return 0;
+}
+
+struct scen {
+	const char *label;
+	int policy, core, nprocs;
+	const char *blocks, *kind;
+	const char *env;  /* one extra KEY=VALUE for the processes, or NULL */
+	char uuid[64];   /* the fake GPU; shared when set before start */
+	struct t_container ct;
+	pid_t pids[8];
+	uint64_t b0, t0;
+	double share;    /* measured, percent */
+};
+
+static int start(struct scen *s, long ms)
+{
+	char devs[128], cfg[300], dur[32];
+	if (!s->uuid[0])
+		t_uuid(s->uuid);
+	t_container(&s->ct, s->policy);
+	t_container_dev(&s->ct, s->uuid, 1024, (unsigned)s->core);
+	if (t_container_write(&s->ct) != 0)
+		return -1;
+	snprintf(devs, sizeof(devs), "FAKEGPU_DEVICES=%s:81920", s->uuid);
+	snprintf(cfg, sizeof(cfg), "VCUDA_CONFIG=%s", s->ct.cfg);
+	snprintf(dur, sizeof(dur), "%ld", ms);
+	const char *env[] = { devs, cfg, "FAKEGPU_NS_PER_BLOCK=1000", s->env, NULL };
+	const char *args[] = { "burn", s->blocks, "256", s->kind ? s->kind : "kernel", dur, NULL };
+	for (int i = 0; i < s->nprocs; i++)
+		if ((s->pids[i] = t_spawn(env, args, NULL)) < 0)
+			return -1;
+	return 0;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+	while (nanosleep(&ts, &ts) != 0) {
+	}
+}
+
+static void mark(struct scen *s)
+{
+	if (fakegpu_busy_ns(s->uuid, s->pids, s->nprocs, &s->b0, &s->t0) != 0)
+		s->t0 = 0;
+}
+
+static void measure(struct scen *s)
+{
+	uint64_t b, t;
+	if (s->t0 == 0 || fakegpu_busy_ns(s->uuid, s->pids, s->nprocs, &b, &t) != 0)
+		s->share = -100; /* cannot read the fake GPU: fails any check */
+	else
+		s->share = 100.0 * (double)(b - s->b0) / (double)(t - s->t0);
+}
+
+static int finish(struct scen *s)
+{
+	int bad = 0;
+	for (int i = 0; i < s->nprocs; i++)
+		bad |= t_wait(s->pids[i]) != 0;
+	return bad ? -1 : 0;
+}
+
+#define WARM_MS 500
+#define MEASURE_MS 1000
+
+/* runs scenarios together: warm-up, one measured window, wait for all */
+static int run_all(struct scen *s, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (start(&s[i], WARM_MS + MEASURE_MS + 200) != 0)
+			return -1;
+	sleep_ms(WARM_MS);
+	for (int i = 0; i < n; i++)
+		mark(&s[i]);
+	sleep_ms(MEASURE_MS);
+	for (int i = 0; i < n; i++)
+		measure(&s[i]);
+	int rc = 0;
+	for (int i = 0; i < n; i++)
+		rc |= finish(&s[i]);
+	return rc;
+}
+
+/* Real time on a shared machine: a launcher starved of CPU idles its GPU whatever the
+ * limiter does. A scenario that misses is measured again, up to ATTEMPTS times in all (each
+ * miss is printed with the load average); the last result counts. */
+#define ATTEMPTS 3
+
+static int retry(int attempt, int ok)
+{
+	if (ok || attempt == ATTEMPTS)
+		return 0;
+	double la = -1;
+	FILE *f = fopen("/proc/loadavg", "r");
+	if (f) {
+		if (fscanf(f, "%lf", &la) != 1)
+			la = -1;
+		fclose(f);
+	}
+	t_note("missed on attempt %d (load average %.1f on %ld cores): measuring again", attempt,
+	       la, sysconf(_SC_NPROCESSORS_ONLN));
+	return 1;
+}
+
+static void accuracy(int nprocs, const char *blocks)
+{
+	static const int targets[] = { 10, 30, 50, 70, 90 };
+	for (int attempt = 1;; attempt++) {
+		struct scen s[5];
+		memset(s, 0, sizeof(s));
+		for (int i = 0; i < 5; i++) {
+			s[i].policy = VCUDA_POLICY_FIXED;
+			s[i].core = targets[i];
+			s[i].nprocs = nprocs;
+			s[i].blocks = blocks;
+		}
+		CHECK(run_all(s, 5) == 0, "a burn process failed");
+		double sum = 0, worst = 0;
+		char line[256];
+		int len = 0;
+		for (int i = 0; i < 5; i++) {
+			double e = fabs(s[i].share - targets[i]);
+			sum += e;
+			worst = e > worst ? e : worst;
+			len += snprintf(line + len, sizeof(line) - (size_t)len, " %d->%.1f",
+					targets[i], s[i].share);
+		}
+		t_note("targets->measured %%:%s  MAE %.2f points, worst %.2f", line, sum / 5, worst);
+		if (retry(attempt, sum / 5 <= 2.0 && worst <= 5.0))
+			continue;
+		CHECK(sum / 5 <= 2.0, "mean absolute error %.2f points > 2", sum / 5);
+		CHECK(worst <= 5.0, "worst error %.2f points > 5", worst);
+		return;
+	}
+}
+
+void test_compute_accuracy_1proc_small(void) { accuracy(1, SMALL); }
+void test_compute_accuracy_1proc_large(void) { accuracy(1, LARGE); }
+void test_compute_accuracy_4proc_small(void) { accuracy(4, SMALL); }
+void test_compute_accuracy_4proc_large(void) { accuracy(4, LARGE); }
+
+void test_compute_none_policy_full_gpu(void)
+{
+	for (int attempt = 1;; attempt++) {
+		struct scen s = { .policy = VCUDA_POLICY_NONE, .core = 30, .nprocs = 1, .blocks = SMALL };
+		CHECK(run_all(&s, 1) == 0, "burn failed");
+		t_note("policy none: %.1f%%", s.share);
+		if (retry(attempt, s.share >= 97))
+			continue;
+		CHECK(s.share >= 97, "policy none throttled to %.1f%%", s.share);
+		return;
+	}
+}
+
+void test_compute_launch_variants(void)
+{
+	for (int attempt = 1;; attempt++) {
+		struct scen s[4] = {
+			{ .label = "cuLaunchKernelEx_ptsz", .kind = "ex" },
+			{ .label = "cuLaunchCooperativeKernel", .kind = "coop" },
+			{ .label = "cuGraphLaunch_ptsz", .kind = "graph" },
+			{ .label = "mixed kernels, cost model 8x off", .kind = "mixed" },
+		};
+		int ok = 1;
+		for (int i = 0; i < 4; i++) {
+			s[i].policy = VCUDA_POLICY_FIXED;
+			s[i].core = 40;
+			s[i].nprocs = 2;
+			s[i].blocks = "800";
+		}
+		CHECK(run_all(s, 4) == 0, "burn failed");
+		for (int i = 0; i < 4; i++) {
+			t_note("%s at 40%%: %.1f%%", s[i].label, s[i].share);
+			ok &= fabs(s[i].share - 40) <= 3;
+		}
+		if (retry(attempt, ok))
+			continue;
+		for (int i = 0; i < 4; i++)
+			CHECK(fabs(s[i].share - 40) <= 3, "%s: %.1f%%, want 40 +- 3", s[i].label,
+			      s[i].share);
+		return;
+	}
+}
+
+void test_compute_two_containers_1_9(void)
+{
+	for (int attempt = 1;; attempt++) {
+		struct scen s[2] = { { .core = 10 }, { .core = 90 } };
+		t_uuid(s[0].uuid);
+		memcpy(s[1].uuid, s[0].uuid, sizeof(s[0].uuid)); /* one GPU, two containers */
+		for (int i = 0; i < 2; i++) {
+			s[i].policy = VCUDA_POLICY_FIXED;
+			s[i].nprocs = 2;
+			s[i].blocks = SMALL;
+		}
+		CHECK(run_all(s, 2) == 0, "burn failed");
+		double ratio = s[0].share / s[1].share;
+		t_note("10%% container %.1f%%, 90%% container %.1f%%: ratio 1:%.2f (want 1:9 +-10%%)",
+		       s[0].share, s[1].share, 1 / ratio);
+		if (retry(attempt, fabs(ratio * 9 - 1) <= 0.10))
+			continue;
+		CHECK(fabs(ratio * 9 - 1) <= 0.10, "ratio 1:%.2f", 1 / ratio);
+		return;
+	}
+}
+
+void test_compute_balance_bursts_and_gives_back(void)
+{
+	for (int attempt = 1;; attempt++) {
+		struct scen a = { .policy = VCUDA_POLICY_BALANCE, .core = 30, .nprocs = 1,
+				  .blocks = SMALL };
+		struct scen b = { .policy = VCUDA_POLICY_FIXED, .core = 50, .nprocs = 1,
+				  .blocks = SMALL };
+		CHECK(start(&a, 3200) == 0, "start a");
+		sleep_ms(500);
+		mark(&a);
+		sleep_ms(500);
+		measure(&a);
+		double alone = a.share;
+		memcpy(b.uuid, a.uuid, sizeof(a.uuid));
+		CHECK(start(&b, 2000) == 0, "start b");
+		sleep_ms(250);
+		mark(&a);
+		sleep_ms(250);
+		measure(&a);
+		double soon = a.share;
+		sleep_ms(500);
+		mark(&a);
+		mark(&b);
+		sleep_ms(1000);
+		measure(&a);
+		measure(&b);
+		CHECK(finish(&a) == 0 && finish(&b) == 0, "burn failed");
+		t_note("balance 30%%: alone %.1f%%; 0.25-0.5 s after a 50%% neighbour starts %.1f%%; "
+		       "then %.1f%% (neighbour %.1f%%)", alone, soon, a.share, b.share);
+		int ok = alone >= 90 && soon <= 45 && fabs(a.share - 30) <= 3 &&
+			 fabs(b.share - 50) <= 3;
+		if (retry(attempt, ok))
+			continue;
+		CHECK(alone >= 90, "did not burst while alone: %.1f%%", alone);
+		CHECK(soon <= 45, "did not give back: %.1f%%", soon);
+		CHECK(fabs(a.share - 30) <= 3, "guaranteed share %.1f%%, want 30 +- 3", a.share);
+		CHECK(fabs(b.share - 50) <= 3, "neighbour %.1f%%, want 50 +- 3", b.share);
+		return;
+	}
+}
+
+/* NVML reports host pids, the container sees its own: the limiter cannot attribute samples
+ * and counts all utilization as its own. A lone container still gets its share; balance
+ * does not burst. */
+void test_compute_pid_namespace_fallback(void)
+{
+	for (int attempt = 1;; attempt++) {
+		struct scen s[2] = {
+			{ .label = "fixed 30%", .policy = VCUDA_POLICY_FIXED },
+			{ .label = "balance 30%", .policy = VCUDA_POLICY_BALANCE },
+		};
+		int ok = 1;
+		for (int i = 0; i < 2; i++) {
+			s[i].core = 30;
+			s[i].nprocs = 2;
+			s[i].blocks = SMALL;
+			s[i].env = "FAKEGPU_NVML_PID_OFFSET=4000000";
+		}
+		CHECK(run_all(s, 2) == 0, "burn failed");
+		for (int i = 0; i < 2; i++) {
+			t_note("%s, NVML pids not the container's: %.1f%%", s[i].label, s[i].share);
+			ok &= fabs(s[i].share - 30) <= 3;
+		}
+		if (retry(attempt, ok))
+			continue;
+		for (int i = 0; i < 2; i++)
+			CHECK(fabs(s[i].share - 30) <= 3, "%s: %.1f%%, want 30 +- 3", s[i].label,
+			      s[i].share);
+		return;
+	}
+}

@@ -1,0 +1,178 @@
+/*
+ * workload - a small CUDA-like program for the fake driver, run with libvcuda.so preloaded
+ * (LD_PRELOAD) and the fake libcuda.so.1 / libnvidia-ml.so.1 on LD_LIBRARY_PATH, e.g. by the
+ * e2e container emulator. It does what an application would:
+ *   cuInit; lists the devices (UUIDs); reads cuMemGetInfo and nvmlDeviceGetMemoryInfo;
+ *   allocates fixed-size chunks until refused (then frees them); launches kernels back to back
+ *   for a while; and prints ONE JSON line:
+ *   {"ok":true,"devices":["GPU-..."],"device":0,"cuda_total_mib":..,"cuda_free_mib":..,
+ *    "nvml_total_mib":..,"nvml_used_mib":..,"alloc_chunk_mib":..,"allocated_bytes":..,
+ *    "launches":..,"launch_seconds":..,"util_share":0.301}
+ *   util_share is this process's GPU busy time over the second half of the launch period,
+ *   from the fake driver's own accounting (fakegpu_busy_ns); null without the fake driver.
+ *   On failure: {"ok":false,"error":"..."} and exit status 1.
+ *
+ * Flags:
+ *   --device N          device ordinal to use (default 0)
+ *   --chunk-mib N       allocation chunk (default 256)
+ *   --max-alloc-mib N   stop allocating after this much (default 0 = until refused)
+ *   --seconds S         launch for S seconds (default 2; 0 = no launches)
+ *   --grid N            blocks per kernel (default 200)
+ *   --block N           threads per block (default 256)
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../include/cuda_api.h"
+#include "../include/nvml_api.h"
+
+#define MIB (1024ull * 1024ull)
+
+struct opts {
+	int device;
+	unsigned long long chunk_mib, max_alloc_mib;
+	double seconds;
+	unsigned grid, block;
+};
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static int fail(const char *what, int rc)
+{
+	printf("{\"ok\":false,\"error\":\"%s failed: %d\"}\n", what, rc);
+	return 1;
+}
+
+static int parse(int argc, char **argv, struct opts *o)
+{
+	*o = (struct opts){ 0, 256, 0, 2.0, 200, 256 };
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!v) {
+			fprintf(stderr, "workload: %s needs a value\n", a);
+			return -1;
+		}
+		i++;
+		if (strcmp(a, "--device") == 0)
+			o->device = atoi(v);
+		else if (strcmp(a, "--chunk-mib") == 0)
+			o->chunk_mib = strtoull(v, NULL, 10);
+		else if (strcmp(a, "--max-alloc-mib") == 0)
+			o->max_alloc_mib = strtoull(v, NULL, 10);
+		else if (strcmp(a, "--seconds") == 0)
+			o->seconds = atof(v);
+		else if (strcmp(a, "--grid") == 0)
+			o->grid = (unsigned)atoi(v);
+		else if (strcmp(a, "--block") == 0)
+			o->block = (unsigned)atoi(v);
+		else {
+			fprintf(stderr, "workload: unknown flag %s (see the top of workload.c)\n", a);
+			return -1;
+		}
+	}
+	return o->chunk_mib && o->grid && o->block ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	if (parse(argc, argv, &o) != 0)
+		return 2;
+	int rc, n = 0;
+	if ((rc = cuInit(0)) != CUDA_SUCCESS)
+		return fail("cuInit", rc);
+	if ((rc = cuDeviceGetCount(&n)) != CUDA_SUCCESS)
+		return fail("cuDeviceGetCount", rc);
+	char devices[4096] = "";
+	size_t len = 0;
+	for (int i = 0; i < n; i++) {
+		CUdevice d;
+		CUuuid u;
+		const unsigned char *b = (const unsigned char *)u.bytes;
+		if (cuDeviceGet(&d, i) != CUDA_SUCCESS || cuDeviceGetUuid(&u, d) != CUDA_SUCCESS)
+			return fail("cuDeviceGetUuid", i);
+		len += (size_t)snprintf(devices + len, sizeof(devices) - len,
+			"%s\"GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\"",
+			i ? "," : "", b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
+			b[11], b[12], b[13], b[14], b[15]);
+	}
+	CUdevice dev;
+	CUcontext ctx;
+	if ((rc = cuDeviceGet(&dev, o.device)) != CUDA_SUCCESS ||
+	    (rc = cuCtxCreate_v2(&ctx, 0, dev)) != CUDA_SUCCESS)
+		return fail("cuCtxCreate", rc);
+	size_t free_b = 0, total = 0;
+	if ((rc = cuMemGetInfo_v2(&free_b, &total)) != CUDA_SUCCESS)
+		return fail("cuMemGetInfo", rc);
+	nvmlDevice_t h;
+	nvmlMemory_t nm = { 0, 0, 0 };
+	if ((rc = nvmlInit_v2()) != NVML_SUCCESS ||
+	    (rc = nvmlDeviceGetHandleByIndex_v2((unsigned)o.device, &h)) != NVML_SUCCESS ||
+	    (rc = nvmlDeviceGetMemoryInfo(h, &nm)) != NVML_SUCCESS)
+		return fail("nvmlDeviceGetMemoryInfo", rc);
+
+	/* allocate until refused */
+	size_t cap = 1024, count = 0;
+	CUdeviceptr *ptrs = malloc(cap * sizeof(*ptrs));
+	unsigned long long allocated = 0;
+	while (ptrs && (!o.max_alloc_mib || allocated + o.chunk_mib * MIB <= o.max_alloc_mib * MIB)) {
+		if (count == cap && !(ptrs = realloc(ptrs, (cap *= 2) * sizeof(*ptrs))))
+			break;
+		if (cuMemAlloc_v2(&ptrs[count], o.chunk_mib * MIB) != CUDA_SUCCESS)
+			break;
+		count++;
+		allocated += o.chunk_mib * MIB;
+	}
+	for (size_t i = 0; i < count; i++)
+		cuMemFree_v2(ptrs[i]);
+	free(ptrs);
+
+	/* launch back to back; measure our share over the second half */
+	int (*busy)(const char *, const int *, int, uint64_t *, uint64_t *) =
+		(int (*)(const char *, const int *, int, uint64_t *, uint64_t *))dlsym(RTLD_DEFAULT,
+										      "fakegpu_busy_ns");
+	char uuid[NVML_UUID_BUFFER_SIZE];
+	int pid = getpid(), have = busy && nvmlDeviceGetUUID(h, uuid, sizeof(uuid)) == NVML_SUCCESS;
+	uint64_t b0 = 0, t0 = 0, b1 = 0, t1 = 0;
+	unsigned long long launches = 0;
+	CUmodule m;
+	CUfunction f;
+	if (o.seconds > 0 && ((rc = cuModuleLoadData(&m, "workload")) != CUDA_SUCCESS ||
+			      (rc = cuModuleGetFunction(&f, m, "spin")) != CUDA_SUCCESS))
+		return fail("cuModuleGetFunction", rc);
+	double start = now_s(), half = start + o.seconds / 2;
+	int marked = 0;
+	while (o.seconds > 0 && now_s() < start + o.seconds) {
+		if (!marked && now_s() >= half) {
+			marked = 1;
+			if (have)
+				busy(uuid, &pid, 1, &b0, &t0);
+		}
+		if ((rc = cuLaunchKernel(f, o.grid, 1, 1, o.block, 1, 1, 0, NULL, NULL, NULL)) !=
+		    CUDA_SUCCESS)
+			return fail("cuLaunchKernel", rc);
+		launches++;
+	}
+	if (have && marked)
+		busy(uuid, &pid, 1, &b1, &t1);
+	char share[32] = "null";
+	if (have && marked && t1 > t0)
+		snprintf(share, sizeof(share), "%.4f", (double)(b1 - b0) / (double)(t1 - t0));
+	printf("{\"ok\":true,\"devices\":[%s],\"device\":%d,\"cuda_total_mib\":%llu,"
+	       "\"cuda_free_mib\":%llu,\"nvml_total_mib\":%llu,\"nvml_used_mib\":%llu,"
+	       "\"alloc_chunk_mib\":%llu,\"allocated_bytes\":%llu,\"launches\":%llu,"
+	       "\"launch_seconds\":%.3f,\"util_share\":%s}\n",
+	       devices, o.device, (unsigned long long)(total / MIB),
+	       (unsigned long long)(free_b / MIB), nm.total / MIB, nm.used / MIB, o.chunk_mib,
+	       allocated, launches, o.seconds, share);
+	return 0;
+}
