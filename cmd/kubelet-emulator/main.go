@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -26,6 +27,7 @@ import (
 
 func main() {
 	klog.InitFlags(nil)
+	pflag.CommandLine.AddGoFlagSet(flag.CommandLine) // klog's -v, --vmodule, …
 	kubeconfig := pflag.String("kubeconfig", "", "kubeconfig file; empty uses the in-cluster config")
 	baseDir := pflag.String("base-dir", "", "directory holding one subdirectory per node (required; keep it short: socket paths are limited to 107 bytes)")
 	nodes := pflag.StringSlice("nodes", nil, "node names to serve")

@@ -10,6 +10,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -38,6 +39,7 @@ import (
 
 func main() {
 	klog.InitFlags(nil)
+	pflag.CommandLine.AddGoFlagSet(flag.CommandLine) // klog's -v, --vmodule, …
 	var f flags
 	f.bind(pflag.CommandLine)
 	pflag.Parse()

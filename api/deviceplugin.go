@@ -1,0 +1,19 @@
+package api
+
+// Container environment set by the device plugin's Allocate. libvcuda.so
+// reads its limits from the read-only file at LimiterConfigPath; EnvConfig
+// names that path, and EnvConfig, EnvSharedDir and EnvPolicy are honoured by
+// the limiter only when the file is missing (see vcuda/src/config.c), so
+// they are informational for the workload.
+const (
+	// EnvVisibleDevices selects the container's GPUs (NVIDIA container runtime).
+	EnvVisibleDevices = "NVIDIA_VISIBLE_DEVICES"
+	// EnvConfig is the limiter config path inside the container.
+	EnvConfig = "VCUDA_CONFIG"
+	// EnvSharedDir is the per-container directory for cross-process accounting.
+	EnvSharedDir = "VCUDA_SHARED_DIR"
+	// EnvPolicy is the compute policy: fixed, balance or none.
+	EnvPolicy = "VCUDA_POLICY"
+	// LdPreloadPath is where the device plugin mounts its ld.so.preload file.
+	LdPreloadPath = "/etc/ld.so.preload"
+)

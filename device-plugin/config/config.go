@@ -1,0 +1,287 @@
+// Package config is the device plugin's configuration file: versioned,
+// strict (unknown keys are errors that name the key), defaulted and
+// validated once at startup. Every error names the setting and the fix.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+)
+
+// Version is the only accepted config version.
+const Version = "v1"
+
+// MaxSocketPath is the longest unix socket path Linux accepts (sun_path is
+// 108 bytes including the terminating NUL).
+const MaxSocketPath = 107
+
+// Config is the whole file.
+type Config struct {
+	Version string `json:"version"`
+	// ResourceNames: the extended resources (vgpu-number is registered with
+	// kubelet, memory and cores are published on the node).
+	ResourceNames api.ResourceNames `json:"resourceNames"`
+	Kubelet       Kubelet           `json:"kubelet"`
+	Limiter       Limiter           `json:"limiter"`
+	Health        Health            `json:"health"`
+	Report        Report            `json:"report"`
+	Allocate      Allocate          `json:"allocate"`
+	// MaxShares is the number of containers one GPU can serve (vgpu-number
+	// replicas per GPU). Simulated nodes use their config/sim value instead.
+	MaxShares int `json:"maxShares"`
+	// StateDir holds the per-container limiter files (host path).
+	StateDir string `json:"stateDir"`
+	// DefaultComputePolicy applies when neither the pod nor the node says.
+	DefaultComputePolicy api.ComputePolicy `json:"defaultComputePolicy"`
+	// MetricsAddress serves /metrics; empty disables.
+	MetricsAddress string `json:"metricsAddress"`
+}
+
+// Kubelet holds the kubelet's paths.
+type Kubelet struct {
+	DevicePluginsDir   string `json:"devicePluginsDir"`
+	KubeletSocket      string `json:"kubeletSocket"` // default <devicePluginsDir>/kubelet.sock
+	SocketName         string `json:"socketName"`    // our socket, inside devicePluginsDir
+	PodResourcesSocket string `json:"podResourcesSocket"`
+}
+
+// Limiter says what the containers get mounted.
+type Limiter struct {
+	HostLibrary      string `json:"hostLibrary"`      // libvcuda.so on the host
+	ContainerLibrary string `json:"containerLibrary"` // where it appears in the container
+	ConfigPath       string `json:"configPath"`       // limiter config inside the container
+	SharedDir        string `json:"sharedDir"`        // cross-process accounting dir inside the container
+	// Preload mounts a host file listing ContainerLibrary at /etc/ld.so.preload.
+	Preload *bool `json:"preload,omitempty"`
+}
+
+// Health configures Xid handling.
+type Health struct {
+	Disabled    bool     `json:"disabled"`
+	IgnoredXIDs []uint64 `json:"ignoredXIDs"`
+	// RecoveryPeriod: a GPU with no critical Xid for this long is healthy again.
+	RecoveryPeriod Duration `json:"recoveryPeriod"`
+}
+
+// Report configures the node annotations.
+type Report struct {
+	HeartbeatPeriod Duration `json:"heartbeatPeriod"`
+	// HAMi also publishes volcano.sh/node-vgpu-register and answers the
+	// handshake, so Volcano's deviceshare plugin can use the node.
+	HAMi bool `json:"hami"`
+}
+
+// Allocate configures the kubelet-facing side.
+type Allocate struct {
+	// AssignmentWait: how long Allocate waits for a pod's assignment to reach
+	// the plugin's cache before refusing (the informer may lag kubelet).
+	AssignmentWait Duration `json:"assignmentWait"`
+	// GCPeriod: how often limiter files of deleted pods are removed.
+	GCPeriod Duration `json:"gcPeriod"`
+}
+
+// DefaultIgnoredXIDs are application errors that say nothing about the GPU.
+var DefaultIgnoredXIDs = []uint64{13, 31, 43, 45, 68, 109}
+
+// Default returns the configuration used when no file is given.
+func Default() Config {
+	c := Config{Version: Version}
+	c.applyDefaults()
+	return c
+}
+
+// Load reads, defaults and validates a file.
+func Load(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("device plugin config: %w (give --config a readable file, or omit it for the defaults)", err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("device plugin config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes strictly (keys are case-sensitive; unknown and duplicate
+// keys are errors), then defaults and validates.
+func Parse(data []byte) (Config, error) {
+	var c Config
+	js, err := yaml.YAMLToJSONStrict(bytes.TrimSpace(data))
+	if err != nil {
+		return Config{}, fmt.Errorf("not valid YAML: %w", err)
+	}
+	strict, err := sigsjson.UnmarshalStrict(js, &c)
+	if err != nil {
+		return Config{}, fmt.Errorf("%w (fix the value's type)", err)
+	}
+	if len(strict) > 0 {
+		return Config{}, fmt.Errorf("%w (remove or fix the key; testdata/example.yaml in package config lists every key)", errors.Join(strict...))
+	}
+	if c.Version != Version {
+		return Config{}, fmt.Errorf("version: expected %q, got %q (this build reads only %s)", Version, c.Version, Version)
+	}
+	c.applyDefaults()
+	return c, c.Validate()
+}
+
+func (c *Config) applyDefaults() {
+	if c.ResourceNames == (api.ResourceNames{}) {
+		c.ResourceNames = api.DefaultResourceNames()
+	}
+	k := &c.Kubelet
+	def(&k.DevicePluginsDir, strings.TrimSuffix(pluginapi.DevicePluginPath, "/"))
+	def(&k.KubeletSocket, filepath.Join(k.DevicePluginsDir, "kubelet.sock"))
+	def(&k.SocketName, "volcano-vgpu.sock")
+	def(&k.PodResourcesSocket, "/var/lib/kubelet/pod-resources/kubelet.sock")
+	l := &c.Limiter
+	def(&l.HostLibrary, "/usr/local/volcano-vgpu/libvcuda.so")
+	def(&l.ContainerLibrary, "/usr/local/volcano-vgpu/libvcuda.so")
+	def(&l.ConfigPath, api.LimiterConfigPath)
+	def(&l.SharedDir, "/var/run/vcuda")
+	if l.Preload == nil {
+		t := true
+		l.Preload = &t
+	}
+	if c.Health.IgnoredXIDs == nil {
+		c.Health.IgnoredXIDs = append([]uint64(nil), DefaultIgnoredXIDs...)
+	}
+	defDuration(&c.Health.RecoveryPeriod, 5*time.Minute)
+	defDuration(&c.Report.HeartbeatPeriod, time.Minute)
+	defDuration(&c.Allocate.AssignmentWait, 10*time.Second)
+	defDuration(&c.Allocate.GCPeriod, time.Minute)
+	if c.MaxShares == 0 {
+		c.MaxShares = 10
+	}
+	def(&c.StateDir, "/var/lib/volcano-vgpu")
+	if c.DefaultComputePolicy == "" {
+		c.DefaultComputePolicy = api.ComputeFixed
+	}
+	def(&c.MetricsAddress, ":9394")
+}
+
+func def(s *string, v string) {
+	if *s == "" {
+		*s = v
+	}
+}
+
+func defDuration(d *Duration, v time.Duration) {
+	if d.Duration == 0 {
+		d.Duration = v
+	}
+}
+
+// PluginSocket is the path of the plugin's own socket.
+func (c *Config) PluginSocket() string {
+	return filepath.Join(c.Kubelet.DevicePluginsDir, c.Kubelet.SocketName)
+}
+
+// PreloadEnabled reports whether /etc/ld.so.preload is mounted.
+func (c *Config) PreloadEnabled() bool { return c.Limiter.Preload == nil || *c.Limiter.Preload }
+
+// Validate checks every setting; call it again after flags change paths.
+func (c *Config) Validate() error {
+	for _, d := range []struct {
+		key string
+		d   Duration
+	}{
+		{"health.recoveryPeriod", c.Health.RecoveryPeriod}, {"report.heartbeatPeriod", c.Report.HeartbeatPeriod},
+		{"allocate.assignmentWait", c.Allocate.AssignmentWait}, {"allocate.gcPeriod", c.Allocate.GCPeriod},
+	} {
+		if d.d.Invalid != "" {
+			return fmt.Errorf("%s: expected a duration such as 30s or 5m, got %s", d.key, d.d.Invalid)
+		}
+	}
+	if err := c.ResourceNames.Validate(); err != nil {
+		return fmt.Errorf("resourceNames: %w", err)
+	}
+	for _, p := range []struct{ key, path string }{
+		{"kubelet.devicePluginsDir", c.Kubelet.DevicePluginsDir},
+		{"kubelet.kubeletSocket", c.Kubelet.KubeletSocket},
+		{"kubelet.podResourcesSocket", c.Kubelet.PodResourcesSocket},
+		{"limiter.hostLibrary", c.Limiter.HostLibrary},
+		{"limiter.containerLibrary", c.Limiter.ContainerLibrary},
+		{"limiter.configPath", c.Limiter.ConfigPath},
+		{"limiter.sharedDir", c.Limiter.SharedDir},
+		{"stateDir", c.StateDir},
+	} {
+		if !filepath.IsAbs(p.path) {
+			return fmt.Errorf("%s: expected an absolute path, got %q", p.key, p.path)
+		}
+	}
+	if s := c.Kubelet.SocketName; strings.ContainsRune(s, '/') || s == "." || s == ".." || s == "kubelet.sock" {
+		return fmt.Errorf("kubelet.socketName: expected a plain file name other than kubelet.sock, got %q", s)
+	}
+	for _, p := range []struct{ key, path string }{
+		{"kubelet.kubeletSocket", c.Kubelet.KubeletSocket},
+		{"kubelet.devicePluginsDir + kubelet.socketName", c.PluginSocket()},
+		{"kubelet.podResourcesSocket", c.Kubelet.PodResourcesSocket},
+	} {
+		if err := CheckSocketPath(p.key, p.path); err != nil {
+			return err
+		}
+	}
+	if _, err := api.ParseComputePolicy("defaultComputePolicy", string(c.DefaultComputePolicy)); err != nil {
+		return err
+	}
+	switch {
+	case c.MaxShares < 1 || c.MaxShares > api.MaxShares:
+		return fmt.Errorf("maxShares: expected 1 to %d containers per GPU, got %d", api.MaxShares, c.MaxShares)
+	case c.Health.RecoveryPeriod.Duration < 0:
+		return fmt.Errorf("health.recoveryPeriod: expected a positive duration such as 5m, got %s", c.Health.RecoveryPeriod.Duration)
+	case c.Report.HeartbeatPeriod.Duration < time.Second:
+		return fmt.Errorf("report.heartbeatPeriod: expected at least 1s, got %s", c.Report.HeartbeatPeriod.Duration)
+	case c.Allocate.AssignmentWait.Duration < 0:
+		return fmt.Errorf("allocate.assignmentWait: expected a non-negative duration, got %s", c.Allocate.AssignmentWait.Duration)
+	case c.Allocate.GCPeriod.Duration < time.Second:
+		return fmt.Errorf("allocate.gcPeriod: expected at least 1s, got %s", c.Allocate.GCPeriod.Duration)
+	}
+	return nil
+}
+
+// CheckSocketPath rejects unix socket paths the kernel cannot bind.
+func CheckSocketPath(key, path string) error {
+	if len(path) > MaxSocketPath {
+		return fmt.Errorf("%s: the unix socket path %q is %d bytes; Linux allows at most %d: use a shorter directory", key, path, len(path), MaxSocketPath)
+	}
+	return nil
+}
+
+// Duration is a time.Duration written as "30s" or "5m". A value that does
+// not parse is kept in Invalid, so Validate can name its key.
+type Duration struct {
+	time.Duration
+	Invalid string `json:"-"`
+}
+
+// UnmarshalJSON never fails; see Invalid.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		d.Invalid = string(b)
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		d.Invalid = fmt.Sprintf("%q", s)
+		return nil
+	}
+	d.Duration, d.Invalid = v, ""
+	return nil
+}
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.Duration.String()) }

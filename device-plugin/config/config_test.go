@@ -1,0 +1,71 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestExampleIsTheDefault(t *testing.T) {
+	c, err := Load("testdata/example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(Default(), c); d != "" {
+		t.Errorf("testdata/example.yaml differs from the defaults (-default +file):\n%s", d)
+	}
+}
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name    string
+		yaml    string
+		wantErr string
+		check   func(t *testing.T, c Config)
+	}{
+		{name: "minimal file gets defaults", yaml: "version: v1", check: func(t *testing.T, c Config) {
+			if c.Kubelet.KubeletSocket != "/var/lib/kubelet/device-plugins/kubelet.sock" || c.MaxShares != 10 || len(c.Health.IgnoredXIDs) != 6 {
+				t.Errorf("defaults = %+v", c)
+			}
+		}},
+		{name: "kubelet socket follows the plugins dir", yaml: "version: v1\nkubelet:\n  devicePluginsDir: /tmp/n1/dp", check: func(t *testing.T, c Config) {
+			if c.Kubelet.KubeletSocket != "/tmp/n1/dp/kubelet.sock" || c.PluginSocket() != "/tmp/n1/dp/volcano-vgpu.sock" {
+				t.Errorf("sockets = %s, %s", c.Kubelet.KubeletSocket, c.PluginSocket())
+			}
+		}},
+		{name: "empty ignore list is kept", yaml: "version: v1\nhealth:\n  ignoredXIDs: []", check: func(t *testing.T, c Config) {
+			if len(c.Health.IgnoredXIDs) != 0 {
+				t.Errorf("ignoredXIDs = %v", c.Health.IgnoredXIDs)
+			}
+		}},
+		{name: "unknown top-level key", yaml: "version: v1\nmaxshares: 3", wantErr: `unknown field "maxshares"`},
+		{name: "unknown nested key", yaml: "version: v1\nhealth:\n  ignoreXIDs: [1]", wantErr: `unknown field "health.ignoreXIDs"`},
+		{name: "wrong type", yaml: "version: v1\nmaxShares: many", wantErr: "maxShares"},
+		{name: "no version", yaml: "maxShares: 4", wantErr: `version: expected "v1", got ""`},
+		{name: "future version", yaml: "version: v2", wantErr: `version: expected "v1", got "v2"`},
+		{name: "relative path", yaml: "version: v1\nstateDir: state", wantErr: `stateDir: expected an absolute path, got "state"`},
+		{name: "socket name with a slash", yaml: "version: v1\nkubelet:\n  socketName: a/b.sock", wantErr: "kubelet.socketName: expected a plain file name"},
+		{name: "socket path too long", yaml: "version: v1\nkubelet:\n  devicePluginsDir: /" + strings.Repeat("d", 100), wantErr: "Linux allows at most 107: use a shorter directory"},
+		{name: "bad policy", yaml: "version: v1\ndefaultComputePolicy: strict", wantErr: "defaultComputePolicy: expected one of fixed, balance, none"},
+		{name: "too many shares", yaml: "version: v1\nmaxShares: 101", wantErr: "maxShares: expected 1 to 100"},
+		{name: "bad duration", yaml: "version: v1\nreport:\n  heartbeatPeriod: soon", wantErr: `report.heartbeatPeriod: expected a duration such as 30s or 5m, got "soon"`},
+		{name: "duplicate key", yaml: "version: v1\nmaxShares: 3\nmaxShares: 4", wantErr: "maxShares"},
+		{name: "duplicate resource names", yaml: "version: v1\nresourceNames:\n  number: a.io/x\n  memory: a.io/x\n  memoryPercentage: a.io/y\n  cores: a.io/z", wantErr: "resourceNames: resource names"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.yaml))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want it to contain %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, c)
+		})
+	}
+}

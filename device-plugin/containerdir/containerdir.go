@@ -1,0 +1,181 @@
+// Package containerdir owns the plugin's per-container state on the host:
+//
+//	<stateDir>/ld.so.preload                         lists libvcuda.so (mounted at /etc/ld.so.preload)
+//	<stateDir>/containers/<podUID>/<container>/
+//	    vcuda.config      limiter config (mounted read-only)
+//	    allocation.json   what Allocate served (read back after a restart)
+//	    shared/           the limiter's cross-process accounting (mounted read-write)
+//
+// Directories of pods that no longer exist are garbage-collected.
+package containerdir
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+)
+
+// File names inside a container's directory.
+const (
+	ConfigFile     = "vcuda.config"
+	AllocationFile = "allocation.json"
+	SharedDir      = "shared"
+	PreloadFile    = "ld.so.preload"
+)
+
+// RecordVersion is the version of allocation.json.
+const RecordVersion = "v1"
+
+// Record is allocation.json: one container's allocation.
+type Record struct {
+	Version       string            `json:"version"`
+	PodUID        string            `json:"podUID"`
+	Namespace     string            `json:"namespace"`
+	Name          string            `json:"name"`
+	Container     string            `json:"container"`
+	Init          bool              `json:"init,omitempty"`
+	Restartable   bool              `json:"restartable,omitempty"`
+	Index         int               `json:"index"`
+	IDs           []string          `json:"ids"`
+	Devices       []api.DeviceShare `json:"devices"`
+	ComputePolicy api.ComputePolicy `json:"computePolicy"`
+	Time          time.Time         `json:"time"`
+}
+
+// Store is the state directory.
+type Store struct{ Root string }
+
+// Paths are the host paths of one container's files.
+type Paths struct{ Dir, Config, Shared string }
+
+var (
+	uidRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,127}$`)
+	nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,251}[a-z0-9])?$`)
+)
+
+func (s Store) containers() string { return filepath.Join(s.Root, "containers") }
+
+// Paths returns where a container's files live, refusing names that could
+// escape the state directory.
+func (s Store) Paths(podUID, container string) (Paths, error) {
+	if !uidRE.MatchString(podUID) {
+		return Paths{}, fmt.Errorf("pod UID %q: expected letters, digits and dashes", podUID)
+	}
+	if !nameRE.MatchString(container) {
+		return Paths{}, fmt.Errorf("container name %q: expected a DNS label", container)
+	}
+	dir := filepath.Join(s.containers(), podUID, container)
+	return Paths{Dir: dir, Config: filepath.Join(dir, ConfigFile), Shared: filepath.Join(dir, SharedDir)}, nil
+}
+
+// WritePreload writes the ld.so.preload file naming the in-container library.
+func (s Store) WritePreload(containerLibrary string) (string, error) {
+	if err := os.MkdirAll(s.Root, 0o755); err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	p := filepath.Join(s.Root, PreloadFile)
+	return p, writeAtomic(p, []byte(containerLibrary+"\n"), 0o644)
+}
+
+// Write stores a container's limiter config and record, and creates its
+// shared directory (world-writable: processes of any user share it).
+func (s Store) Write(rec Record, config []byte) (Paths, error) {
+	p, err := s.Paths(rec.PodUID, rec.Container)
+	if err != nil {
+		return Paths{}, err
+	}
+	if err := os.MkdirAll(p.Shared, 0o755); err != nil {
+		return Paths{}, fmt.Errorf("container state directory: %w", err)
+	}
+	if err := os.Chmod(p.Shared, 0o777|fs.ModeSticky); err != nil {
+		return Paths{}, err
+	}
+	if err := writeAtomic(p.Config, config, 0o444); err != nil {
+		return Paths{}, err
+	}
+	rec.Version = RecordVersion
+	b, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return Paths{}, err
+	}
+	return p, writeAtomic(filepath.Join(p.Dir, AllocationFile), b, 0o644)
+}
+
+// Records reads back every allocation.json; unreadable ones are reported
+// in the error but do not stop the others.
+func (s Store) Records() ([]Record, error) {
+	var out []Record
+	var errs []error
+	files, _ := filepath.Glob(filepath.Join(s.containers(), "*", "*", AllocationFile))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var r Record
+		if err := json.Unmarshal(b, &r); err != nil || r.Version != RecordVersion {
+			errs = append(errs, fmt.Errorf("%s: unreadable allocation record (version %q): %v", f, r.Version, err))
+			continue
+		}
+		out = append(out, r)
+	}
+	return out, errors.Join(errs...)
+}
+
+// GC removes the directories of pods for which live returns false and whose
+// directory is older than minAge (a pod allocated a moment ago may not be
+// in the caller's cache yet). It returns the removed pod UIDs.
+func (s Store) GC(live func(podUID string) bool, minAge time.Duration, now time.Time) ([]string, error) {
+	entries, err := os.ReadDir(s.containers())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	var errs []error
+	for _, e := range entries {
+		if !e.IsDir() || live(e.Name()) {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || now.Sub(info.ModTime()) < minAge {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(s.containers(), e.Name())); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, e.Name())
+	}
+	return removed, errors.Join(errs...)
+}
+
+func writeAtomic(path string, data []byte, mode fs.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,159 @@
+// Package gpu reads what the device plugin needs from NVML: the GPUs, their
+// pairwise links and their health events. It works on any nvml.Interface, so
+// the real library (Open) and the simulated one (package nvmlsim) share every
+// line of discovery code.
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+)
+
+// Device is one physical GPU as NVML reports it.
+type Device struct {
+	Index     int
+	UUID      string
+	Model     string
+	BusID     string // normalized, see NormalizeBusID
+	MemoryMiB int64
+	NUMA      int // -1 when NVML does not know
+}
+
+// Topology holds the pairwise links between the GPUs of Devices(), indexed
+// by position in that slice.
+type Topology struct {
+	NVLinks [][]int
+	PCIe    [][]api.PCIeLevel
+}
+
+// Event is a health event of one GPU (UUID empty: all GPUs).
+type Event struct {
+	UUID string
+	// XID is the Xid error code; ECC double-bit errors are reported as XID 48.
+	XID uint64
+}
+
+// ErrTimeout is returned by Events.Wait when no event arrived in time.
+var ErrTimeout = errors.New("no GPU event before the timeout")
+
+// Events delivers health events until closed.
+type Events interface {
+	Wait(timeoutMs uint32) (Event, error)
+	Close()
+}
+
+// DeviceLib is the seam between the device plugin and NVML.
+type DeviceLib interface {
+	Devices() ([]Device, error)
+	Topology(devs []Device) (Topology, error)
+	Events(devs []Device) (Events, error)
+	Shutdown()
+}
+
+var _ DeviceLib = (*nvmlLib)(nil)
+
+type nvmlLib struct {
+	lib nvml.Interface
+}
+
+// ErrNVMLNotFound is returned by Open when libnvidia-ml cannot be loaded.
+var ErrNVMLNotFound = errors.New("NVML not found")
+
+// Open loads the node's libnvidia-ml.so.1.
+func Open() (DeviceLib, error) {
+	return New(nvml.New())
+}
+
+// New initializes lib (real or mock) and wraps it.
+func New(lib nvml.Interface) (DeviceLib, error) {
+	switch ret := lib.Init(); ret {
+	case nvml.SUCCESS:
+	case nvml.ERROR_LIBRARY_NOT_FOUND:
+		return nil, fmt.Errorf("%w: libnvidia-ml.so.1 could not be loaded: install the NVIDIA driver (and run the container with the NVIDIA runtime), or run with --simulate=<config/sim file>", ErrNVMLNotFound)
+	default:
+		return nil, fmt.Errorf("NVML init: %v: check that the NVIDIA driver is loaded (nvidia-smi), or run with --simulate=<config/sim file>", ret)
+	}
+	return &nvmlLib{lib: lib}, nil
+}
+
+func (l *nvmlLib) Shutdown() { _ = l.lib.Shutdown() }
+
+func (l *nvmlLib) Devices() ([]Device, error) {
+	n, ret := l.lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("NVML device count: %v", ret)
+	}
+	devs := make([]Device, 0, n)
+	for i := 0; i < n; i++ {
+		d, err := l.device(i)
+		if err != nil {
+			return nil, fmt.Errorf("GPU %d: %w", i, err)
+		}
+		devs = append(devs, d)
+	}
+	return devs, nil
+}
+
+func (l *nvmlLib) device(i int) (Device, error) {
+	h, ret := l.lib.DeviceGetHandleByIndex(i)
+	if ret != nvml.SUCCESS {
+		return Device{}, fmt.Errorf("handle: %v", ret)
+	}
+	d := Device{Index: i, NUMA: -1}
+	if d.UUID, ret = h.GetUUID(); ret != nvml.SUCCESS {
+		return Device{}, fmt.Errorf("UUID: %v", ret)
+	}
+	if d.Model, ret = h.GetName(); ret != nvml.SUCCESS {
+		return Device{}, fmt.Errorf("name: %v", ret)
+	}
+	mem, ret := h.GetMemoryInfo()
+	if ret != nvml.SUCCESS {
+		return Device{}, fmt.Errorf("memory info: %v", ret)
+	}
+	d.MemoryMiB = int64(mem.Total >> 20)
+	pci, ret := h.GetPciInfo()
+	if ret != nvml.SUCCESS {
+		return Device{}, fmt.Errorf("PCI info: %v", ret)
+	}
+	d.BusID = NormalizeBusID(cString(pci.BusId[:]))
+	if numa, ret := h.GetNumaNodeId(); ret == nvml.SUCCESS {
+		d.NUMA = numa
+	}
+	return d, nil
+}
+
+func (l *nvmlLib) handles(devs []Device) ([]nvml.Device, error) {
+	hs := make([]nvml.Device, len(devs))
+	for i, d := range devs {
+		h, ret := l.lib.DeviceGetHandleByUUID(d.UUID)
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("GPU %s: handle: %v", d.UUID, ret)
+		}
+		hs[i] = h
+	}
+	return hs, nil
+}
+
+// NormalizeBusID returns a PCI bus ID as domain(4):bus:device.function in
+// lower case, so NVML's 8-digit domains compare equal to 4-digit ones.
+func NormalizeBusID(id string) string {
+	id = strings.ToLower(strings.TrimSpace(id))
+	if dom, rest, ok := strings.Cut(id, ":"); ok && len(dom) > 4 && strings.Count(rest, ":") == 1 {
+		id = dom[len(dom)-4:] + ":" + rest
+	}
+	return id
+}
+
+func cString(b []uint8) string {
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}

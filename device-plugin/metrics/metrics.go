@@ -1,0 +1,127 @@
+// Package metrics exposes the device plugin's Prometheus metrics. Per-GPU
+// and per-container gauges are computed from a snapshot at scrape time, so
+// deleted pods never leave stale series behind. Names follow Prometheus
+// conventions: base units (bytes, ratios), _total for counters.
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// GPU is one GPU at scrape time.
+type GPU struct {
+	UUID, Model                   string
+	Index                         int
+	Healthy                       bool
+	MemoryMiB, AllocatedMemoryMiB int64
+	AllocatedCores                int // percent of one GPU, summed over containers
+	Shares, MaxShares             int
+}
+
+// Container is one allocated container's limit on one GPU.
+type Container struct {
+	Namespace, Pod, Container, UUID string
+	MemoryMiB                       int64
+	Cores                           int
+}
+
+// Snapshot is everything the gauges show.
+type Snapshot struct {
+	GPUs       []GPU
+	Containers []Container
+}
+
+// Allocation failure reasons (label values).
+const (
+	ReasonBadRequest = "bad_request"
+	ReasonNoMatch    = "no_match"
+	ReasonAmbiguous  = "ambiguous"
+	ReasonInternal   = "internal"
+)
+
+// Metrics holds the counters the plugin updates.
+type Metrics struct {
+	AllocationFailures *prometheus.CounterVec
+	PreStartFailures   prometheus.Counter
+	AllocateDuration   prometheus.Histogram
+}
+
+const ns = "volcano_vgpu"
+
+var (
+	gpuLabels       = []string{"gpu_uuid", "gpu_index", "model"}
+	containerLabels = []string{"namespace", "pod", "container", "gpu_uuid"}
+
+	descMemCap   = prometheus.NewDesc(ns+"_gpu_memory_capacity_bytes", "GPU memory on offer for sharing.", gpuLabels, nil)
+	descMemAlloc = prometheus.NewDesc(ns+"_gpu_memory_allocated_bytes", "GPU memory limits of the containers allocated on the GPU.", gpuLabels, nil)
+	descCoreCap  = prometheus.NewDesc(ns+"_gpu_cores_capacity_ratio", "Compute capacity of the GPU (1 = the whole GPU).", gpuLabels, nil)
+	descCoreAllo = prometheus.NewDesc(ns+"_gpu_cores_allocated_ratio", "Compute shares of the containers allocated on the GPU (1 = the whole GPU).", gpuLabels, nil)
+	descShares   = prometheus.NewDesc(ns+"_gpu_shares", "Containers allocated on the GPU.", gpuLabels, nil)
+	descSharesMx = prometheus.NewDesc(ns+"_gpu_shares_max", "Containers the GPU may serve (vgpu-number replicas).", gpuLabels, nil)
+	descHealthy  = prometheus.NewDesc(ns+"_gpu_healthy", "1 if the GPU is healthy, 0 after a critical Xid until it recovers.", gpuLabels, nil)
+	descCMem     = prometheus.NewDesc(ns+"_container_memory_limit_bytes", "GPU memory limit of a container on one GPU.", containerLabels, nil)
+	descCCores   = prometheus.NewDesc(ns+"_container_cores_limit_ratio", "Compute share of a container on one GPU (1 = the whole GPU).", containerLabels, nil)
+)
+
+type collector struct{ snapshot func() Snapshot }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descMemCap, descMemAlloc, descCoreCap, descCoreAllo, descShares, descSharesMx, descHealthy, descCMem, descCCores} {
+		ch <- d
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.snapshot()
+	for _, g := range s.GPUs {
+		l := []string{g.UUID, strconv.Itoa(g.Index), g.Model}
+		healthy := 0.0
+		if g.Healthy {
+			healthy = 1
+		}
+		for _, m := range []struct {
+			d *prometheus.Desc
+			v float64
+		}{
+			{descMemCap, float64(g.MemoryMiB) * mib}, {descMemAlloc, float64(g.AllocatedMemoryMiB) * mib},
+			{descCoreCap, 1}, {descCoreAllo, float64(g.AllocatedCores) / 100},
+			{descShares, float64(g.Shares)}, {descSharesMx, float64(g.MaxShares)}, {descHealthy, healthy},
+		} {
+			ch <- prometheus.MustNewConstMetric(m.d, prometheus.GaugeValue, m.v, l...)
+		}
+	}
+	for _, c := range s.Containers {
+		l := []string{c.Namespace, c.Pod, c.Container, c.UUID}
+		ch <- prometheus.MustNewConstMetric(descCMem, prometheus.GaugeValue, float64(c.MemoryMiB)*mib, l...)
+		ch <- prometheus.MustNewConstMetric(descCCores, prometheus.GaugeValue, float64(c.Cores)/100, l...)
+	}
+}
+
+const mib = 1 << 20
+
+// New registers the metrics with reg (nil: a private registry nobody
+// scrapes, so tests can run in parallel).
+func New(reg prometheus.Registerer, snapshot func() Snapshot) *Metrics {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m := &Metrics{
+		AllocationFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "allocation_failures_total",
+			Help: "Allocate calls refused, by reason (bad_request, no_match, ambiguous, internal).",
+		}, []string{"reason"}),
+		PreStartFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Name: "prestart_failures_total",
+			Help: "PreStartContainer calls refused because kubelet's devices differ from what Allocate served.",
+		}),
+		AllocateDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: ns, Name: "allocate_duration_seconds",
+			Help:    "Time to answer one container's Allocate.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8),
+		}),
+	}
+	reg.MustRegister(collector{snapshot: snapshot}, m.AllocationFailures, m.PreStartFailures, m.AllocateDuration)
+	return m
+}

@@ -1,0 +1,221 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/klog/v2"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/containerdir"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/match"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/metrics"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/podresources"
+)
+
+// known asks kubelet which pods it lists; nil when it cannot be asked.
+func (p *Plugin) known(ctx context.Context) (match.Known, podresources.Snapshot) {
+	if p.opts.PodResources == nil {
+		return nil, podresources.Snapshot{}
+	}
+	snap, err := p.opts.PodResources.List(ctx)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Kubelet PodResources unavailable; matching on assignments alone")
+		return nil, podresources.Snapshot{}
+	}
+	return snap.Known, snap
+}
+
+// lagging returns a pod kubelet lists that the plugin's cache does not hold
+// (kubelet's watch can be ahead of the plugin's informer), or "". A deleted
+// pod that kubelet still lists with devices of ours is only terminating.
+func (p *Plugin) lagging(snap podresources.Snapshot) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, key := range snap.Pods() {
+		if p.named[key] > 0 {
+			continue
+		}
+		if _, deleted := p.gone[key]; deleted && snap.HasDevices(key) {
+			continue
+		}
+		return key
+	}
+	return ""
+}
+
+// Allocate implements dpserver.Service for one container. When nothing
+// matches and the pod may not have reached the plugin's cache yet (kubelet
+// lists a pod the cache lacks, or kubelet cannot be asked), it waits up to
+// allocate.assignmentWait for the cache and tries again.
+func (p *Plugin) Allocate(ctx context.Context, ids []string) (*pluginapi.ContainerAllocateResponse, error) {
+	logger := klog.FromContext(ctx)
+	start := time.Now()
+	defer func() { p.metrics.AllocateDuration.Observe(time.Since(start).Seconds()) }()
+	deadline := time.Now().Add(p.opts.Config.Allocate.AssignmentWait.Duration)
+	known, snap := p.known(ctx)
+	for {
+		p.mu.Lock()
+		waitOn := p.podChanged
+		resp, rec, done, err := p.allocateLocked(ids, known)
+		p.mu.Unlock()
+		if err == nil {
+			logger.V(4).Info("Allocated", "pod", klog.KRef(rec.Namespace, rec.Name), "container", rec.Container, "ids", ids, "gpus", uuidsOf(rec.Devices), "policy", rec.ComputePolicy)
+			if done {
+				go p.markAllocated(klog.NewContext(context.WithoutCancel(ctx), logger), rec.PodUID)
+			}
+			return resp, nil
+		}
+		lag := ""
+		if known != nil {
+			lag = p.lagging(snap)
+		}
+		if !errors.Is(err, match.ErrNoMatch) || (known != nil && lag == "") || !time.Now().Before(deadline) {
+			p.metrics.AllocationFailures.WithLabelValues(reason(err)).Inc()
+			logger.Error(err, "Allocate refused", "ids", ids)
+			return nil, err
+		}
+		logger.V(4).Info("No match yet; waiting for the pod cache", "ids", ids, "kubeletListsUncachedPod", lag)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (gave up: %v)", err, ctx.Err())
+		case <-waitOn:
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func reason(err error) string {
+	switch {
+	case errors.Is(err, match.ErrBadRequest):
+		return metrics.ReasonBadRequest
+	case errors.Is(err, match.ErrAmbiguous):
+		return metrics.ReasonAmbiguous
+	case errors.Is(err, match.ErrNoMatch):
+		return metrics.ReasonNoMatch
+	}
+	return metrics.ReasonInternal
+}
+
+// allocateLocked matches, writes the container's files and records it.
+// done reports that every container of the pod is now allocated.
+func (p *Plugin) allocateLocked(ids []string, known match.Known) (*pluginapi.ContainerAllocateResponse, containerdir.Record, bool, error) {
+	req, err := match.ParseRequest(ids, p.matchPods, p.ledger)
+	if err != nil {
+		return nil, containerdir.Record{}, false, err
+	}
+	c, err := match.ForAllocate(req, p.matchPods, p.ledger, known)
+	if err != nil {
+		return nil, containerdir.Record{}, false, err
+	}
+	e := p.pods[c.Pod.UID]
+	ct := c.Container()
+	rec := containerdir.Record{
+		PodUID: c.Pod.UID, Namespace: c.Pod.Namespace, Name: c.Pod.Name, Container: ct.Name,
+		Init: ct.Init, Restartable: ct.Restartable, Index: c.Index, IDs: slices.Sorted(slices.Values(ids)),
+		Devices: ct.Devices, ComputePolicy: p.policyFor(e), Time: p.opts.Clock.Now().UTC(),
+	}
+	paths, err := p.store.Paths(rec.PodUID, rec.Container)
+	if err != nil {
+		return nil, rec, false, fmt.Errorf("pod %s/%s: %w", rec.Namespace, rec.Name, err)
+	}
+	cfg, err := p.opts.Limiter(LimiterInput{
+		PodUID: rec.PodUID, Namespace: rec.Namespace, Name: rec.Name, Container: rec.Container,
+		Policy: rec.ComputePolicy, SharedDir: p.opts.Config.Limiter.SharedDir, Devices: rec.Devices,
+	})
+	if err != nil {
+		return nil, rec, false, fmt.Errorf("limiter config for pod %s/%s container %s: %w", rec.Namespace, rec.Name, rec.Container, err)
+	}
+	if _, err := p.store.Write(rec, cfg); err != nil {
+		return nil, rec, false, fmt.Errorf("writing the limiter config of pod %s/%s container %s: %w", rec.Namespace, rec.Name, rec.Container, err)
+	}
+	p.ledger.Record(c, ids)
+	p.records[rec.PodUID] = append(p.records[rec.PodUID], rec)
+	done := p.ledger.Next(c.Pod.UID) >= len(c.Pod.Containers)
+	return p.response(rec, paths), rec, done, nil
+}
+
+// policyFor: pod annotation, else node annotation, else the configured default.
+func (p *Plugin) policyFor(e *podEntry) api.ComputePolicy {
+	switch {
+	case e != nil && e.policyErr == nil && e.policy != "":
+		return e.policy
+	case p.nodePolicy != "":
+		return p.nodePolicy
+	}
+	return p.opts.Config.DefaultComputePolicy
+}
+
+// Container environment variables set by Allocate (names owned by api).
+const (
+	EnvVisibleDevices = api.EnvVisibleDevices
+	EnvConfig         = api.EnvConfig
+	EnvSharedDir      = api.EnvSharedDir
+	EnvPolicy         = api.EnvPolicy
+	PreloadMountPath  = api.LdPreloadPath
+)
+
+func (p *Plugin) response(rec containerdir.Record, paths containerdir.Paths) *pluginapi.ContainerAllocateResponse {
+	l := p.opts.Config.Limiter
+	r := &pluginapi.ContainerAllocateResponse{
+		Envs: map[string]string{
+			EnvVisibleDevices: strings.Join(uuidsOf(rec.Devices), ","),
+			EnvConfig:         l.ConfigPath,
+			EnvSharedDir:      l.SharedDir,
+			EnvPolicy:         string(rec.ComputePolicy),
+		},
+		Mounts: []*pluginapi.Mount{
+			{ContainerPath: l.ConfigPath, HostPath: paths.Config, ReadOnly: true},
+			{ContainerPath: l.ContainerLibrary, HostPath: l.HostLibrary, ReadOnly: true},
+			{ContainerPath: l.SharedDir, HostPath: paths.Shared, ReadOnly: false},
+		},
+	}
+	if p.preload != "" {
+		r.Mounts = append(r.Mounts, &pluginapi.Mount{ContainerPath: PreloadMountPath, HostPath: p.preload, ReadOnly: true})
+	}
+	return r
+}
+
+func uuidsOf(devs []api.DeviceShare) []string {
+	out := make([]string, len(devs))
+	for i, d := range devs {
+		out[i] = d.UUID
+	}
+	return out
+}
+
+// Preferred implements dpserver.Service.
+func (p *Plugin) Preferred(ctx context.Context, r *pluginapi.ContainerPreferredAllocationRequest) ([]string, error) {
+	known, snap := p.known(ctx)
+	req := match.PreferredRequest{Available: r.GetAvailableDeviceIDs(), MustInclude: r.GetMustIncludeDeviceIDs(), Size: int(r.GetAllocationSize())}
+	deadline := time.After(p.opts.Config.Allocate.AssignmentWait.Duration)
+	var ids []string
+	for {
+		p.mu.Lock()
+		waitOn := p.podChanged
+		ids = match.Preferred(req, p.matchPods, p.ledger, known)
+		p.mu.Unlock()
+		if ids != nil || known == nil || p.lagging(snap) == "" {
+			break
+		}
+		select { // the pod kubelet is admitting may not be cached yet
+		case <-waitOn:
+			continue
+		case <-deadline:
+		case <-ctx.Done():
+		}
+		break
+	}
+	if ids == nil {
+		ids = r.GetMustIncludeDeviceIDs()
+		klog.FromContext(ctx).V(4).Info("No single pending container fits; leaving the choice to kubelet", "size", r.GetAllocationSize())
+	} else {
+		klog.FromContext(ctx).V(4).Info("Preferred allocation", "ids", ids)
+	}
+	return ids, nil
+}

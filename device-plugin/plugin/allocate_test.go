@@ -1,0 +1,269 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/match"
+)
+
+func readLimiter(t *testing.T, r *pluginapi.ContainerAllocateResponse) LimiterInput {
+	t.Helper()
+	for _, m := range r.Mounts {
+		if m.ContainerPath == "/etc/vcuda/vcuda.config" {
+			if !m.ReadOnly {
+				t.Error("limiter config is mounted read-write")
+			}
+			b, err := os.ReadFile(m.HostPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var in LimiterInput
+			if err := json.Unmarshal(b, &in); err != nil {
+				t.Fatal(err)
+			}
+			return in
+		}
+	}
+	t.Fatalf("no limiter config mount in %v", r.Mounts)
+	return LimiterInput{}
+}
+
+func TestAllocateTwoPodsOnOneGPU(t *testing.T) {
+	e := newEnv(t)
+	e.add(t, pod("p1").app("main", share(0)).obj(t, e), pod("p2").app("main", shareSpec{gpu: 0, mem: 8192, cores: 50}).obj(t, e))
+	ctx := context.Background()
+
+	e.kubelet.set("p1", map[string][]string{"main": nil}) // kubelet is admitting p1
+	r, err := e.p.Allocate(ctx, []string{e.id(0, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readLimiter(t, r); got.Name != "p1" || got.Devices[0].MemoryMiB != 4096 {
+		t.Errorf("limiter config = %+v, want p1's 4096 MiB", got)
+	}
+	if got, want := r.Envs[EnvVisibleDevices], e.gpu(0); got != want {
+		t.Errorf("%s = %q, want %q", EnvVisibleDevices, got, want)
+	}
+
+	e.kubelet.set("p1", map[string][]string{"main": {e.id(0, 0)}})
+	e.kubelet.set("p2", map[string][]string{"main": nil})
+	r, err = e.p.Allocate(ctx, []string{e.id(0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readLimiter(t, r); got.Name != "p2" || got.Devices[0].MemoryMiB != 8192 || got.Devices[0].Cores != 50 {
+		t.Errorf("limiter config = %+v, want p2's 8192 MiB / 50%%", got)
+	}
+}
+
+func TestAllocateResponse(t *testing.T) {
+	e := newEnv(t)
+	e.add(t, pod("p1").app("main", share(2), share(3)).annotate(api.ComputePolicyKey, "balance").obj(t, e))
+	e.kubelet.set("p1", map[string][]string{"main": nil})
+	r, err := e.p.Allocate(context.Background(), []string{e.id(3, 0), e.id(2, 4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := e.cfg.StateDir + "/containers/uid-p1/main"
+	want := &pluginapi.ContainerAllocateResponse{
+		Envs: map[string]string{
+			EnvVisibleDevices: e.gpu(2) + "," + e.gpu(3), EnvConfig: "/etc/vcuda/vcuda.config",
+			EnvSharedDir: "/var/run/vcuda", EnvPolicy: "balance",
+		},
+		Mounts: []*pluginapi.Mount{
+			{ContainerPath: "/etc/vcuda/vcuda.config", HostPath: dir + "/vcuda.config", ReadOnly: true},
+			{ContainerPath: "/usr/local/volcano-vgpu/libvcuda.so", HostPath: "/usr/local/volcano-vgpu/libvcuda.so", ReadOnly: true},
+			{ContainerPath: "/var/run/vcuda", HostPath: dir + "/shared", ReadOnly: false},
+			{ContainerPath: "/etc/ld.so.preload", HostPath: e.cfg.StateDir + "/ld.so.preload", ReadOnly: true},
+		},
+	}
+	if d := cmp.Diff(want.Envs, r.Envs); d != "" {
+		t.Errorf("envs (-want +got):\n%s", d)
+	}
+	if len(r.Mounts) != len(want.Mounts) {
+		t.Fatalf("mounts = %v", r.Mounts)
+	}
+	for i := range want.Mounts {
+		if w, g := want.Mounts[i], r.Mounts[i]; w.ContainerPath != g.ContainerPath || w.HostPath != g.HostPath || w.ReadOnly != g.ReadOnly {
+			t.Errorf("mount %d = %v, want %v", i, g, w)
+		}
+	}
+	if b, err := os.ReadFile(e.cfg.StateDir + "/ld.so.preload"); err != nil || string(b) != "/usr/local/volcano-vgpu/libvcuda.so\n" {
+		t.Errorf("ld.so.preload = %q, %v", b, err)
+	}
+	if st, err := os.Stat(dir + "/shared"); err != nil || st.Mode().Perm() != 0o777 {
+		t.Errorf("shared dir: %v, %v", st, err)
+	}
+}
+
+func TestComputePolicyPrecedence(t *testing.T) {
+	e := newEnv(t)
+	e.p.setNodePolicy(nodeWith(api.ComputePolicyNodeKey, "none"))
+	e.add(t, pod("pod-says").app("main", share(0)).annotate(api.ComputePolicyKey, "balance").obj(t, e), pod("node-says").app("main", share(1)).obj(t, e))
+	for _, tc := range []struct {
+		pod  string
+		gpu  int
+		want string
+	}{{"pod-says", 0, "balance"}, {"node-says", 1, "none"}} {
+		e.kubelet.set(tc.pod, map[string][]string{"main": nil})
+		r, err := e.p.Allocate(context.Background(), []string{e.id(tc.gpu, 0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readLimiter(t, r).Policy; string(got) != tc.want {
+			t.Errorf("%s: policy = %s, want %s", tc.pod, got, tc.want)
+		}
+	}
+	e.p.setNodePolicy(nodeWith("other", "x"))
+	e.add(t, pod("default").app("main", share(4)).obj(t, e))
+	e.kubelet.set("default", map[string][]string{"main": nil})
+	r, err := e.p.Allocate(context.Background(), []string{e.id(4, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readLimiter(t, r).Policy; got != api.ComputeFixed {
+		t.Errorf("default policy = %s, want fixed", got)
+	}
+}
+
+func TestAllocateRefusals(t *testing.T) {
+	e := newEnv(t)
+	e.add(t,
+		pod("p1").app("main", share(0)).obj(t, e),
+		pod("p2").app("main", share(0)).obj(t, e),
+		pod("bad").app("main", share(5)).rawAssignment(`{"version":"v1"`).obj(t, e),
+	)
+	e.kubelet.set("p1", map[string][]string{"main": nil})
+	e.kubelet.set("p2", map[string][]string{"main": nil})
+	tests := []struct {
+		name    string
+		ids     []string
+		want    error
+		message string
+	}{
+		{"both pods pending on GPU 0 and kubelet lists both", []string{e.id(0, 0)}, match.ErrAmbiguous, "refusing to guess"},
+		{"IDs on a GPU nobody is assigned", []string{e.id(6, 0)}, match.ErrNoMatch, "no pod bound to this node has a pending container assigned exactly GPUs " + e.gpu(6)},
+		{"malformed assignment is named", []string{e.id(5, 0)}, match.ErrNoMatch, "ns/bad: volcano-vgpu.io/assignment: expected a valid JSON object"},
+		{"not our IDs", []string{"nvidia0"}, match.ErrBadRequest, "not a vgpu-number device ID"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := e.p.Allocate(context.Background(), tc.ids)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.message) {
+				t.Errorf("err = %v, want %v containing %q", err, tc.want, tc.message)
+			}
+		})
+	}
+	if got := testutil.ToFloat64(e.p.metrics.AllocationFailures.WithLabelValues("ambiguous")); got != 1 {
+		t.Errorf("ambiguous failures = %v, want 1", got)
+	}
+}
+
+func TestAllocateWaitsForTheInformer(t *testing.T) {
+	e := newEnv(t)
+	e.p.opts.Config.Allocate.AssignmentWait.Duration = 5 * time.Second
+	p := pod("late").app("main", share(1)).obj(t, e)
+	e.kubelet.set("late", map[string][]string{"main": nil})
+	if _, err := e.client.CoreV1().Pods("ns").Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		e.p.upsertPod(p) // the pod reaches the plugin's cache after kubelet's Allocate
+	}()
+	if _, err := e.p.Allocate(context.Background(), []string{e.id(1, 0)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInitAndMultiContainerThenAllocatedPhase(t *testing.T) {
+	e := newEnv(t)
+	e.add(t, pod("p1").init("setup", share(1)).app("a", share(2), share(3)).app("b", share(2)).obj(t, e))
+	e.kubelet.set("p1", map[string][]string{"a": nil, "b": nil})
+	ctx := context.Background()
+	for _, step := range []struct {
+		ids  []string
+		want string
+	}{
+		{[]string{e.id(1, 0)}, "setup"},
+		{[]string{e.id(2, 0), e.id(3, 0)}, "a"},
+		{[]string{e.id(2, 1)}, "b"},
+	} {
+		r, err := e.p.Allocate(ctx, step.ids)
+		if err != nil {
+			t.Fatalf("container %s: %v", step.want, err)
+		}
+		if got := readLimiter(t, r).Container; got != step.want {
+			t.Fatalf("served %s, want %s", got, step.want)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		p, err := e.client.CoreV1().Pods("ns").Get(ctx, "p1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := api.DecodeAssignment(p.Annotations[api.AssignmentKey])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Phase == api.PhaseAllocated {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("phase = %s after all containers were allocated, want allocated", a.Phase)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestPreferredSteersToAssignedGPUs(t *testing.T) {
+	e := newEnv(t)
+	e.add(t, pod("p1").app("main", share(6), share(7)).obj(t, e))
+	var available []string
+	for i := range e.node.GPUs {
+		for k := range 10 {
+			available = append(available, e.id(i, k))
+		}
+	}
+	ids, err := e.p.Preferred(context.Background(), &pluginapi.ContainerPreferredAllocationRequest{AvailableDeviceIDs: available, AllocationSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{e.id(6, 0), e.id(7, 0)}, ids); d != "" {
+		t.Errorf("preferred (-want +got):\n%s", d)
+	}
+}
+
+func TestAllocateDoesNotWaitForTerminatingPods(t *testing.T) {
+	e := newEnv(t)
+	e.p.opts.Config.Allocate.AssignmentWait.Duration = 5 * time.Second
+	old := pod("old").app("main", share(1)).obj(t, e)
+	e.add(t, old)
+	e.kubelet.set("old", map[string][]string{"main": nil})
+	if _, err := e.p.Allocate(context.Background(), []string{e.id(1, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	e.p.deletePod(string(old.UID)) // deleted from the API, kubelet still terminating it
+	e.kubelet.set("old", map[string][]string{"main": {e.id(1, 0)}})
+	start := time.Now()
+	_, err := e.p.Allocate(context.Background(), []string{e.id(2, 0)})
+	if !errors.Is(err, match.ErrNoMatch) {
+		t.Fatalf("err = %v, want ErrNoMatch", err)
+	}
+	if waited := time.Since(start); waited > time.Second {
+		t.Errorf("Allocate waited %v for a pod that is only terminating", waited)
+	}
+}

@@ -1,0 +1,229 @@
+// Package plugin is the vGPU device plugin of one node: it discovers the
+// GPUs, keeps their health, publishes the node report, serves kubelet
+// (through package dpserver) and answers Allocate by matching kubelet's
+// device IDs to the scheduler's assignment of exactly one pending container
+// (package match), writing that container's limiter config.
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	"k8s.io/utils/clock"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/containerdir"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/dpserver"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/gpu"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/health"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/match"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/metrics"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/podresources"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/replica"
+)
+
+// Options are the plugin's dependencies.
+type Options struct {
+	Node   string
+	Client kubernetes.Interface
+	Lib    gpu.DeviceLib
+	Config config.Config
+	// MaxShares overrides Config.MaxShares (simulated nodes carry their own).
+	MaxShares int
+	// PodResources is kubelet's PodResources API; nil disables the checks
+	// that need it (ambiguous Allocates are then refused, PreStart fails).
+	PodResources podresources.Lister
+	Limiter      LimiterEncoder
+	Clock        clock.WithTicker
+	// Registry receives the plugin's metrics; nil registers nothing.
+	Registry prometheus.Registerer
+}
+
+// Plugin is one node's device plugin.
+type Plugin struct {
+	opts     Options
+	resource corev1.ResourceName
+	store    containerdir.Store
+	preload  string // host path of the ld.so.preload file
+	devices  []gpu.Device
+	topo     gpu.Topology
+	health   *health.Tracker
+	metrics  *metrics.Metrics
+
+	mu          sync.Mutex
+	pods        map[string]*podEntry             // UID → entry, pods bound here that request vgpu-number
+	matchPods   map[string]*match.Pod            // UID → entry.match, the view package match takes
+	ledger      *match.Ledger                    // what Allocate served
+	records     map[string][]containerdir.Record // UID → served containers, for metrics
+	names       map[string]string                // UID → namespace/name of every pod bound here
+	named       map[string]int                   // namespace/name → how many UIDs carry it
+	gone        map[string]time.Time             // namespace/name → when its last pod was deleted
+	nodePolicy  api.ComputePolicy
+	synced      bool          // informers synced: GC may trust the pod cache
+	hamiPending bool          // deviceshare's handshake awaits an answer
+	devChanged  chan struct{} // closed when device health changes
+	podChanged  chan struct{} // closed when the pod cache changes
+}
+
+var _ dpserver.Service = (*Plugin)(nil)
+
+// New discovers the GPUs and restores what earlier runs allocated.
+func New(ctx context.Context, o Options) (*Plugin, error) {
+	logger := klog.FromContext(ctx)
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.MaxShares == 0 {
+		o.MaxShares = o.Config.MaxShares
+	}
+	if o.Limiter == nil {
+		return nil, fmt.Errorf("plugin: no limiter config encoder")
+	}
+	p := &Plugin{
+		opts: o, resource: corev1.ResourceName(o.Config.ResourceNames.Number),
+		store: containerdir.Store{Root: o.Config.StateDir},
+		pods:  map[string]*podEntry{}, matchPods: map[string]*match.Pod{}, ledger: match.NewLedger(),
+		records: map[string][]containerdir.Record{}, names: map[string]string{}, named: map[string]int{}, gone: map[string]time.Time{}, devChanged: make(chan struct{}), podChanged: make(chan struct{}),
+	}
+	var err error
+	if p.devices, err = o.Lib.Devices(); err != nil {
+		return nil, fmt.Errorf("discovering GPUs: %w", err)
+	}
+	if p.topo, err = o.Lib.Topology(p.devices); err != nil {
+		return nil, fmt.Errorf("measuring GPU topology: %w", err)
+	}
+	uuids := make([]string, len(p.devices))
+	for i, d := range p.devices {
+		uuids[i] = d.UUID
+	}
+	p.health = health.NewTracker(uuids, o.Config.Health.IgnoredXIDs, o.Config.Health.RecoveryPeriod.Duration)
+	if o.Config.PreloadEnabled() {
+		if p.preload, err = p.store.WritePreload(o.Config.Limiter.ContainerLibrary); err != nil {
+			return nil, fmt.Errorf("writing %s under stateDir %s: %w", containerdir.PreloadFile, o.Config.StateDir, err)
+		}
+	}
+	recs, err := p.store.Records()
+	if err != nil {
+		logger.Error(err, "Some allocation records could not be read back; their containers' PreStart checks will fail")
+	}
+	for _, r := range recs {
+		p.restore(r)
+	}
+	p.metrics = metrics.New(o.Registry, p.snapshot)
+	logger.V(2).Info("Discovered GPUs", "node", o.Node, "gpus", len(p.devices), "maxShares", o.MaxShares, "restoredContainers", len(recs))
+	return p, nil
+}
+
+func (p *Plugin) restore(r containerdir.Record) {
+	p.ledger.Restore(match.Served{PodUID: r.PodUID, Namespace: r.Namespace, Name: r.Name, Container: r.Container,
+		Init: r.Init, Restartable: r.Restartable, Index: r.Index, IDs: r.IDs})
+	p.records[r.PodUID] = append(p.records[r.PodUID], r)
+}
+
+// Inventory is the node report: GPUs with health, links.
+func (p *Plugin) Inventory() api.Inventory {
+	inv := api.Inventory{NVLinks: p.topo.NVLinks, PCIe: p.topo.PCIe}
+	for _, d := range p.devices {
+		inv.GPUs = append(inv.GPUs, api.GPU{
+			Index: d.Index, UUID: d.UUID, Model: d.Model, MemoryMiB: d.MemoryMiB,
+			Healthy: p.health.Healthy(d.UUID), NUMA: d.NUMA, MaxShares: p.opts.MaxShares,
+		})
+	}
+	return inv
+}
+
+// Devices implements dpserver.Service.
+func (p *Plugin) Devices() ([]*pluginapi.Device, <-chan struct{}) {
+	p.mu.Lock()
+	ch := p.devChanged
+	p.mu.Unlock()
+	return replica.Devices(p.Inventory().GPUs), ch
+}
+
+// healthChanged wakes ListAndWatch streams and the reporter.
+func (p *Plugin) healthChanged() {
+	p.mu.Lock()
+	close(p.devChanged)
+	p.devChanged = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// DevicesChanged returns a channel closed at the next health change.
+func (p *Plugin) DevicesChanged() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.devChanged
+}
+
+// Health exposes the tracker (tests inject events through the simulator).
+func (p *Plugin) Health() *health.Tracker { return p.health }
+
+// upsertPod updates the cache from an informer event.
+func (p *Plugin) upsertPod(pod *corev1.Pod) {
+	if pod.Spec.NodeName != p.opts.Node || terminal(pod) {
+		p.deletePod(string(pod.UID))
+		return
+	}
+	e, ok := toEntry(pod, p.resource, p.opts.Node)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, seen := p.names[string(pod.UID)]; !seen {
+		key := pod.Namespace + "/" + pod.Name
+		p.names[string(pod.UID)] = key
+		p.named[key]++
+		p.notePodChange()
+	}
+	if !ok {
+		return
+	}
+	p.pods[string(pod.UID)] = e
+	p.matchPods[string(pod.UID)] = e.match
+	p.notePodChange()
+}
+
+func (p *Plugin) deletePod(uid string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if key, ok := p.names[uid]; ok {
+		delete(p.names, uid)
+		if p.named[key]--; p.named[key] <= 0 {
+			delete(p.named, key)
+			p.gone[key] = p.opts.Clock.Now()
+		}
+	}
+	if _, ok := p.pods[uid]; !ok && len(p.records[uid]) == 0 {
+		return
+	}
+	delete(p.pods, uid)
+	delete(p.matchPods, uid)
+	p.ledger.Forget(uid)
+	delete(p.records, uid)
+	p.notePodChange()
+}
+
+func (p *Plugin) notePodChange() {
+	close(p.podChanged)
+	p.podChanged = make(chan struct{})
+}
+
+func (p *Plugin) setNodePolicy(node *corev1.Node) {
+	pol := api.ComputePolicy("")
+	if v, ok := node.Annotations[api.ComputePolicyNodeKey]; ok {
+		parsed, err := api.ParseComputePolicy(api.ComputePolicyNodeKey, v)
+		if err != nil {
+			klog.Background().Error(err, "Ignoring the node's compute policy", "node", node.Name)
+		}
+		pol = parsed
+	}
+	p.mu.Lock()
+	p.nodePolicy = pol
+	p.mu.Unlock()
+}

@@ -1,0 +1,118 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/metrics"
+)
+
+// PreStart implements dpserver.Service: the container may start only if
+// kubelet's PodResources shows it holding exactly the IDs Allocate served
+// it. Kubelet does not list regular init containers; for those the check is
+// that kubelet lists the pod and no other pod holds any of the IDs.
+func (p *Plugin) PreStart(ctx context.Context, ids []string) error {
+	err := p.preStart(ctx, ids)
+	if err != nil {
+		p.metrics.PreStartFailures.Inc()
+		klog.FromContext(ctx).Error(err, "PreStartContainer refused", "ids", ids)
+	}
+	return err
+}
+
+func (p *Plugin) preStart(ctx context.Context, ids []string) error {
+	p.mu.Lock()
+	served := p.ledger.Lookup(ids)
+	p.mu.Unlock()
+	if len(served) == 0 {
+		return fmt.Errorf("device IDs %s were not served by this plugin's Allocate (state directory lost?); refusing to start a container with unknown limits", strings.Join(ids, ","))
+	}
+	if p.opts.PodResources == nil {
+		return fmt.Errorf("cannot verify device IDs %s: the kubelet PodResources socket is not configured", strings.Join(ids, ","))
+	}
+	snap, err := p.opts.PodResources.List(ctx)
+	if err != nil {
+		return fmt.Errorf("cannot verify device IDs %s: %w", strings.Join(ids, ","), err)
+	}
+	want := slices.Sorted(slices.Values(ids))
+	var problems []string
+	for _, s := range served {
+		containers, ok := snap.Containers(s.Namespace, s.Name)
+		if !ok {
+			problems = append(problems, fmt.Sprintf("kubelet does not list pod %s/%s", s.Namespace, s.Name))
+			continue
+		}
+		if s.Init && !s.Restartable {
+			others := slices.DeleteFunc(snap.Holders(ids), func(h string) bool { return strings.HasPrefix(h, s.Namespace+"/"+s.Name+"/") })
+			if len(others) == 0 {
+				return nil
+			}
+			problems = append(problems, fmt.Sprintf("init container %s/%s/%s was served %s but kubelet gave them to %s", s.Namespace, s.Name, s.Container, strings.Join(want, ","), strings.Join(others, ", ")))
+			continue
+		}
+		got := containers[s.Container]
+		if slices.Equal(got, want) {
+			return nil
+		}
+		problems = append(problems, fmt.Sprintf("Allocate served %s to %s/%s container %s, kubelet lists it with %v", strings.Join(want, ","), s.Namespace, s.Name, s.Container, got))
+	}
+	return fmt.Errorf("device IDs %s do not belong to the container they were allocated for: %s", strings.Join(ids, ","), strings.Join(problems, "; "))
+}
+
+// markAllocated patches the pod's assignment to phase allocated.
+func (p *Plugin) markAllocated(ctx context.Context, uid string) {
+	logger := klog.FromContext(ctx)
+	p.mu.Lock()
+	e, ok := p.pods[uid]
+	p.mu.Unlock()
+	if !ok || e.match.Err != nil || e.assignment.Phase == api.PhaseAllocated {
+		return
+	}
+	a := e.assignment
+	a.Phase = api.PhaseAllocated
+	value, err := api.EncodeAssignment(a)
+	if err != nil {
+		logger.Error(err, "Encoding the allocated assignment", "pod", klog.KRef(e.match.Namespace, e.match.Name))
+		return
+	}
+	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{api.AssignmentKey: value}}})
+	if _, err := p.opts.Client.CoreV1().Pods(e.match.Namespace).Patch(ctx, e.match.Name, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+		logger.Error(err, "Marking the assignment allocated", "pod", klog.KRef(e.match.Namespace, e.match.Name))
+		return
+	}
+	logger.V(4).Info("Assignment allocated", "pod", klog.KRef(e.match.Namespace, e.match.Name))
+}
+
+// snapshot feeds the metrics.
+func (p *Plugin) snapshot() metrics.Snapshot {
+	inv := p.Inventory()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := metrics.Snapshot{}
+	idx := map[string]int{}
+	for i, g := range inv.GPUs {
+		idx[g.UUID] = i
+		s.GPUs = append(s.GPUs, metrics.GPU{UUID: g.UUID, Model: g.Model, Index: g.Index, Healthy: g.Healthy, MemoryMiB: g.MemoryMiB, MaxShares: g.MaxShares})
+	}
+	for _, recs := range p.records {
+		for _, r := range recs {
+			for _, d := range r.Devices {
+				if i, ok := idx[d.UUID]; ok {
+					s.GPUs[i].AllocatedMemoryMiB += d.MemoryMiB
+					s.GPUs[i].AllocatedCores += d.Cores
+					s.GPUs[i].Shares++
+				}
+				s.Containers = append(s.Containers, metrics.Container{Namespace: r.Namespace, Pod: r.Name, Container: r.Container, UUID: d.UUID, MemoryMiB: d.MemoryMiB, Cores: d.Cores})
+			}
+		}
+	}
+	return s
+}

@@ -1,0 +1,199 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/dpserver"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/nodereport"
+)
+
+// Run starts everything and blocks until ctx ends. A value on restart
+// (SIGHUP) re-creates the kubelet socket and registers again.
+func (p *Plugin) Run(ctx context.Context, restart <-chan struct{}) error {
+	logger := klog.FromContext(ctx).WithValues("node", p.opts.Node)
+	ctx = klog.NewContext(ctx, logger)
+	if err := p.startInformers(ctx); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, 3)
+	goRun := func(name string, fn func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(); err != nil {
+				errs <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+	if !p.opts.Config.Health.Disabled {
+		events, err := p.opts.Lib.Events(p.devices)
+		if err != nil {
+			return fmt.Errorf("registering for GPU health events: %w (set health.disabled: true to run without)", err)
+		}
+		goRun("health", func() error { return p.health.Run(ctx, events, p.opts.Clock, 1000, p.healthChanged) })
+	}
+	goRun("node report", func() error { p.reporter().Run(ctx, p.Inventory, p.signal(ctx), 0); return nil })
+	goRun("gc", func() error { p.gcLoop(ctx); return nil })
+	if p.opts.Config.Report.HAMi {
+		goRun("deviceshare handshake", func() error { p.hamiLoop(ctx); return nil })
+	}
+	srv := &dpserver.Server{
+		Service: p, ResourceName: string(p.resource), PluginsDir: p.opts.Config.Kubelet.DevicePluginsDir,
+		SocketName: p.opts.Config.Kubelet.SocketName, KubeletSocket: p.opts.Config.Kubelet.KubeletSocket,
+	}
+	goRun("kubelet server", func() error { return srv.Run(ctx, restart) })
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-errs:
+		return err
+	}
+}
+
+func (p *Plugin) reporter() *nodereport.Reporter {
+	r := &nodereport.Reporter{
+		Client: p.opts.Client, Node: p.opts.Node, Names: p.opts.Config.ResourceNames,
+		Clock: p.opts.Clock, HeartbeatPeriod: p.opts.Config.Report.HeartbeatPeriod.Duration,
+	}
+	if p.opts.Config.Report.HAMi {
+		r.Extra = p.hamiAnnotations
+	}
+	return r
+}
+
+// signal turns device changes into a channel of notifications.
+func (p *Plugin) signal(ctx context.Context) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-p.DevicesChanged():
+			}
+			select {
+			case out <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return out
+}
+
+func (p *Plugin) startInformers(ctx context.Context) error {
+	c := p.opts.Client
+	podFactory := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", p.opts.Node).String()
+	}))
+	pods := podFactory.Core().V1().Pods().Informer()
+	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { p.onPod(obj) },
+		UpdateFunc: func(_, obj any) { p.onPod(obj) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if pod, ok := obj.(*corev1.Pod); ok {
+				p.deletePod(string(pod.UID))
+			}
+		},
+	}); err != nil {
+		return err
+	}
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", p.opts.Node).String()
+	}))
+	nodes := nodeFactory.Core().V1().Nodes().Informer()
+	if _, err := nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { p.onNode(ctx, obj) },
+		UpdateFunc: func(_, obj any) { p.onNode(ctx, obj) },
+	}); err != nil {
+		return err
+	}
+	podFactory.Start(ctx.Done())
+	nodeFactory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), pods.HasSynced, nodes.HasSynced) {
+		return fmt.Errorf("pod and node caches of node %s did not sync: %w (can the plugin's ServiceAccount list pods and get its node?)", p.opts.Node, context.Cause(ctx))
+	}
+	p.mu.Lock()
+	p.synced = true
+	p.mu.Unlock()
+	return nil
+}
+
+func (p *Plugin) onPod(obj any) {
+	if pod, ok := obj.(*corev1.Pod); ok {
+		p.upsertPod(pod)
+	}
+}
+
+func (p *Plugin) onNode(ctx context.Context, obj any) {
+	node, ok := obj.(*corev1.Node)
+	if !ok || node.Name != p.opts.Node {
+		return
+	}
+	p.setNodePolicy(node)
+	if p.opts.Config.Report.HAMi {
+		p.answerHandshake(ctx, node)
+	}
+}
+
+// gcLoop removes the state of pods that are gone.
+func (p *Plugin) gcLoop(ctx context.Context) {
+	t := p.opts.Clock.NewTicker(p.opts.Config.Allocate.GCPeriod.Duration)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			p.GC(ctx, time.Minute)
+		}
+	}
+}
+
+// GC removes the directories of pods that no longer exist (or are
+// terminal) and are older than minAge.
+func (p *Plugin) GC(ctx context.Context, minAge time.Duration) {
+	p.mu.Lock()
+	synced := p.synced
+	live := make(map[string]bool, len(p.pods))
+	for uid := range p.pods {
+		live[uid] = true
+	}
+	p.mu.Unlock()
+	if !synced {
+		return
+	}
+	p.mu.Lock()
+	for key, at := range p.gone {
+		if p.opts.Clock.Since(at) > 10*time.Minute {
+			delete(p.gone, key)
+		}
+	}
+	p.mu.Unlock()
+	removed, err := p.store.GC(func(uid string) bool { return live[uid] }, minAge, p.opts.Clock.Now())
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Removing the state of deleted pods")
+	}
+	for _, uid := range removed {
+		p.deletePod(uid)
+	}
+	if len(removed) > 0 {
+		klog.FromContext(ctx).V(2).Info("Removed the limiter files of deleted pods", "podUIDs", removed)
+	}
+}
