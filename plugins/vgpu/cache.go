@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	schedapi "volcano.sh/volcano/pkg/scheduler/api"
 
@@ -13,14 +14,16 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/plugins/placement"
 )
 
-// decodeCache keeps the decoded form of each node's inventory annotation,
-// keyed by node name and checked against the annotation's exact text, so a
-// session open over thousands of unchanged nodes decodes nothing. Entries
-// not used for a session are swept.
+// decodeCache keeps the decoded form of each node's inventory annotation
+// (keyed by node name) and of each pod's assignment annotation (keyed by pod
+// UID), checked against the annotation's exact text, so a session open over
+// thousands of unchanged nodes and pods decodes nothing. Entries not used for
+// a session are swept.
 type decodeCache struct {
 	mu    sync.Mutex
 	gen   uint64
 	nodes map[string]*nodeEntry
+	pods  map[types.UID]*podEntry
 }
 
 type nodeEntry struct {
@@ -31,7 +34,19 @@ type nodeEntry struct {
 	gen   uint64
 }
 
-func newDecodeCache() *decodeCache { return &decodeCache{nodes: map[string]*nodeEntry{}} }
+// podEntry is a decoded assignment. pl is shared by every session that books
+// it: Apply, Release and toAssignment only read a Placement.
+type podEntry struct {
+	value  string
+	podUID string // the UID the assignment was written for
+	pl     placement.Placement
+	err    error
+	gen    uint64
+}
+
+func newDecodeCache() *decodeCache {
+	return &decodeCache{nodes: map[string]*nodeEntry{}, pods: map[types.UID]*podEntry{}}
+}
 
 // node returns a fresh, usage-free copy of the node's GPUs.
 func (c *decodeCache) node(node *corev1.Node, now time.Time, staleAfter time.Duration) (*placement.Node, error) {
@@ -55,6 +70,32 @@ func (c *decodeCache) node(node *corev1.Node, now time.Time, staleAfter time.Dur
 	return &n, nil
 }
 
+// assignment returns the placement an assignment annotation of the pod uid
+// records, and the pod UID it was written for.
+func (c *decodeCache) assignment(uid types.UID, value string) (placement.Placement, string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.pods[uid]
+	if !ok || e.value != value {
+		a, err := api.DecodeAssignment(value)
+		e = &podEntry{value: value, podUID: a.PodUID, err: err}
+		if err == nil {
+			e.pl = fromAssignment(a)
+		}
+		c.pods[uid] = e
+	}
+	e.gen = c.gen
+	return e.pl, e.podUID, e.err
+}
+
+// assignments is the number of cached assignments: about as many pods as
+// the next session books.
+func (c *decodeCache) assignments() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pods)
+}
+
 // sweep drops entries unused since the previous sweep.
 func (c *decodeCache) sweep() {
 	c.mu.Lock()
@@ -64,6 +105,11 @@ func (c *decodeCache) sweep() {
 			delete(c.nodes, name)
 		}
 	}
+	for uid, e := range c.pods {
+		if e.gen != c.gen {
+			delete(c.pods, uid)
+		}
+	}
 	c.gen++
 }
 
@@ -71,7 +117,8 @@ func (c *decodeCache) sweep() {
 func (p *plugin) buildState(nodes map[string]*schedapi.NodeInfo, now time.Time) {
 	p.nodes = make(map[string]*placement.Node, len(nodes))
 	p.nodeErr = map[string]error{}
-	p.booked = map[schedapi.TaskID]placement.Placement{}
+	p.booked = make(map[schedapi.TaskID]placement.Placement, p.shared.cache.assignments()) // last session's count
+	p.evicted = map[schedapi.TaskID]placement.Placement{}
 	for name, ni := range nodes {
 		if ni.Node == nil {
 			continue
@@ -89,7 +136,7 @@ func (p *plugin) buildState(nodes map[string]*schedapi.NodeInfo, now time.Time) 
 			if t.Pod == nil || terminated(t.Pod) {
 				continue
 			}
-			pl, ok, err := podPlacement(t.Pod, p.shared.Inflight)
+			pl, ok, err := podPlacement(t.Pod, p.shared.cache, p.shared.Inflight)
 			if err != nil {
 				klog.V(2).InfoS("Pod has a malformed GPU assignment; its GPUs count as free", "pod", klog.KObj(t.Pod), "err", err)
 				continue

@@ -68,15 +68,20 @@ type plugin struct {
 	nodes   map[string]*placement.Node // GPU nodes with their usage
 	nodeErr map[string]error           // nodes whose inventory is malformed
 	booked  map[schedapi.TaskID]placement.Placement
+	evicted map[schedapi.TaskID]placement.Placement // released by an eviction that may be undone
 
 	reqMu    sync.Mutex
 	requests map[schedapi.TaskID]requestResult
 	fitters  sync.Pool
+
+	textMu sync.RWMutex
+	texts  map[placement.Reason]string // reasonText's memo
 }
 
 type requestResult struct {
-	req *placement.Request
-	err error
+	req   *placement.Request
+	shape string // shapeKey(req), for the gang view
+	err   error
 }
 
 func newPlugin(shared *Shared, raw framework.Arguments) *plugin {
@@ -125,19 +130,28 @@ func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 func (p *plugin) OnSessionClose(ssn *framework.Session) {
 	p.shared.cache.sweep()
 	p.shared.Inflight.Expire()
-	p.nodes, p.booked, p.requests, p.ssn = nil, nil, nil, nil
+	p.nodes, p.booked, p.evicted, p.requests, p.texts, p.ssn = nil, nil, nil, nil, nil, nil
 }
 
 // request returns the task's GPU ask, parsed once per session.
 func (p *plugin) request(task *schedapi.TaskInfo) (*placement.Request, error) {
+	r := p.parsed(task)
+	return r.req, r.err
+}
+
+func (p *plugin) parsed(task *schedapi.TaskInfo) requestResult {
 	p.reqMu.Lock()
 	defer p.reqMu.Unlock()
 	if r, ok := p.requests[task.UID]; ok {
-		return r.req, r.err
+		return r
 	}
 	req, err := requestOf(task.Pod, &p.args)
-	p.requests[task.UID] = requestResult{req, err}
-	return req, err
+	r := requestResult{req: req, err: err}
+	if req != nil {
+		r.shape = shapeKey(req)
+	}
+	p.requests[task.UID] = r
+	return r
 }
 
 func (p *plugin) fitter() *placement.Fitter { return p.fitters.Get().(*placement.Fitter) }

@@ -2,6 +2,7 @@ package vgpu
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -50,11 +51,14 @@ func (p *plugin) predicate(task *schedapi.TaskInfo, node *schedapi.NodeInfo) err
 	f := p.fitter()
 	defer p.fitters.Put(f)
 	if _, reasons := f.Fit(req, n, nil); len(reasons) > 0 {
-		texts := make([]string, 0, len(reasons))
-		seen := map[string]bool{}
+		// Only the node-level summaries go to Volcano (rendering the per-GPU
+		// reasons too was most of the cost of a refusal).
+		texts := make([]string, 0, 4)
 		for _, r := range reasons {
-			if s := r.Short(); r.NodeLevel() && !seen[s] {
-				seen[s] = true
+			if !r.NodeLevel() {
+				continue
+			}
+			if s := p.reasonText(r); !slices.Contains(texts, s) {
 				texts = append(texts, s)
 			}
 		}
@@ -67,6 +71,27 @@ func (p *plugin) predicate(task *schedapi.TaskInfo, node *schedapi.NodeInfo) err
 		return unschedulable(task, node, texts...)
 	}
 	return nil
+}
+
+// reasonText is r.Short(), rendered once per session for each distinct
+// reason: a busy cluster refuses most nodes for the same few reasons. Short
+// ignores Have and Best (the per-node detail), so they are left out of the key.
+func (p *plugin) reasonText(r placement.Reason) string {
+	r.Have, r.Best = 0, ""
+	p.textMu.RLock()
+	s, ok := p.texts[r]
+	p.textMu.RUnlock()
+	if ok {
+		return s
+	}
+	s = r.Short()
+	p.textMu.Lock()
+	defer p.textMu.Unlock()
+	if p.texts == nil {
+		p.texts = map[placement.Reason]string{}
+	}
+	p.texts[r] = s
+	return s
 }
 
 // batchNodeOrder scores the nodes that passed the predicates. It is a batch
@@ -120,17 +145,16 @@ func (p *plugin) gangView(task *schedapi.TaskInfo) *placement.GangView {
 			g.Placed[t.NodeName] = s
 			g.PlacedTasks++
 		case t.Status == schedapi.Pending:
-			req, err := p.request(t)
-			if err != nil || req == nil {
+			r := p.parsed(t)
+			if r.err != nil || r.req == nil {
 				continue
 			}
-			key := shapeKey(req)
-			if s, ok := shapes[key]; ok {
+			if s, ok := shapes[r.shape]; ok {
 				s.Count++
 				continue
 			}
-			shapes[key] = &placement.Pending{Request: req, Count: 1}
-			keys = append(keys, key)
+			shapes[r.shape] = &placement.Pending{Request: r.req, Count: 1}
+			keys = append(keys, r.shape)
 		}
 	}
 	sort.Strings(keys)
@@ -152,26 +176,49 @@ func shapeKey(r *placement.Request) string {
 
 // allocate books the task's GPUs on its node in the session's memory, the
 // same set the score saw (Fit is deterministic for the same state and gang).
+// A failure sets event.Err, so Volcano rolls the allocation back instead of
+// binding a GPU pod that carries no assignment.
 func (p *plugin) allocate(event *framework.Event) {
 	task := event.Task
+	if pl, ok := p.evicted[task.UID]; ok {
+		// An eviction undone (Statement.unevict): the pod never stopped
+		// holding the GPUs its assignment records. Book those again; a fresh
+		// Fit could choose others and leave its real GPUs looking free.
+		delete(p.evicted, task.UID)
+		if n, ok := p.nodes[pl.Node]; ok {
+			if err := placement.Apply(n, pl); err != nil {
+				event.Err = fmt.Errorf("vgpu: rebooking the GPUs of %s/%s: %w", task.Namespace, task.Name, err)
+				return
+			}
+			p.booked[task.UID] = pl
+		}
+		return
+	}
 	req, err := p.request(task)
-	if err != nil || req == nil {
+	if err != nil {
+		event.Err = fmt.Errorf("vgpu: %s/%s allocated with an invalid vGPU request: %w", task.Namespace, task.Name, err)
+		return
+	}
+	if req == nil {
 		return
 	}
 	n, ok := p.nodes[task.NodeName]
 	if !ok {
-		klog.ErrorS(nil, "Task allocated to a node without GPU state; its GPUs are not booked", "pod", klog.KObj(task.Pod), "node", task.NodeName)
+		event.Err = fmt.Errorf("vgpu: %s/%s allocated to node %s, which has no GPU state", task.Namespace, task.Name, task.NodeName)
+		klog.ErrorS(event.Err, "Refusing the allocation", "pod", klog.KObj(task.Pod))
 		return
 	}
 	f := p.fitter()
 	defer p.fitters.Put(f)
 	pl, reasons := f.Fit(req, n, p.gangView(task))
 	if len(reasons) > 0 {
-		klog.ErrorS(nil, "Task allocated to a node where its GPUs no longer fit", "pod", klog.KObj(task.Pod), "node", task.NodeName, "reasons", fmt.Sprint(reasons))
+		event.Err = fmt.Errorf("vgpu: the GPUs of %s/%s no longer fit node %s: %v", task.Namespace, task.Name, task.NodeName, reasons)
+		klog.ErrorS(event.Err, "Refusing the allocation", "pod", klog.KObj(task.Pod))
 		return
 	}
 	pl = pl.Clone()
 	if err := placement.Apply(n, pl); err != nil {
+		event.Err = fmt.Errorf("vgpu: booking the GPUs of %s/%s: %w", task.Namespace, task.Name, err)
 		klog.ErrorS(err, "Booking GPUs failed", "pod", klog.KObj(task.Pod))
 		return
 	}
@@ -179,7 +226,9 @@ func (p *plugin) allocate(event *framework.Event) {
 	klog.V(4).InfoS("Placed task", "pod", klog.KObj(task.Pod), "node", task.NodeName, "gpus", pl.UUIDs())
 }
 
-// deallocate undoes allocate (gang discard, preemption pipelining undone).
+// deallocate undoes allocate (gang discard, pipelining undone) and releases
+// the GPUs of a task being evicted, remembering them in case the eviction is
+// undone.
 func (p *plugin) deallocate(event *framework.Event) {
 	task := event.Task
 	pl, ok := p.booked[task.UID]
@@ -192,5 +241,8 @@ func (p *plugin) deallocate(event *framework.Event) {
 		}
 	}
 	delete(p.booked, task.UID)
+	if task.Status == schedapi.Releasing { // Statement.Evict
+		p.evicted[task.UID] = pl
+	}
 	klog.V(4).InfoS("Released task", "pod", klog.KObj(task.Pod), "node", pl.Node)
 }

@@ -47,19 +47,19 @@ func nodeFromInventory(node *corev1.Node) (*placement.Node, time.Time, error) {
 // podPlacement is the booking recorded on a pod: its assignment annotation,
 // or, for a pod this scheduler bound moments ago whose annotated copy the
 // informer has not delivered yet, the in-flight record.
-func podPlacement(pod *corev1.Pod, inflight *Inflight) (placement.Placement, bool, error) {
+func podPlacement(pod *corev1.Pod, cache *decodeCache, inflight *Inflight) (placement.Placement, bool, error) {
 	if value, ok := pod.Annotations[api.AssignmentKey]; ok {
-		a, err := api.DecodeAssignment(value)
+		pl, uid, err := cache.assignment(pod.UID, value)
 		if err != nil {
 			return placement.Placement{}, false, err
 		}
-		if string(pod.UID) != "" && a.PodUID != string(pod.UID) {
+		if string(pod.UID) != "" && uid != string(pod.UID) {
 			// A copied annotation (pod created from another pod's manifest)
 			// books nothing: the device plugin refuses it too.
 			return placement.Placement{}, false, nil
 		}
 		inflight.Forget(pod.UID)
-		return fromAssignment(a), true, nil
+		return pl, true, nil
 	}
 	if a, ok := inflight.Get(pod.UID); ok {
 		return fromAssignment(a), true, nil
