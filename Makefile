@@ -15,12 +15,11 @@ export KUBECONFIG := $(OUT)/local/kubeconfig
 
 # Upstream binaries are built once and cached under _output/bin: they change
 # only when the module files that pin them change.
-UPSTREAM := $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/kwok \
+UPSTREAM := $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kubectl $(BIN)/kwok \
             $(BIN)/vc-controller-manager $(BIN)/vc-webhook-manager $(BIN)/vcctl
 # Our binaries are always handed to `go build`, whose cache makes a no-op fast.
-OURS := vc-scheduler localcluster
 
-.PHONY: build deps c-deps ours upstream cluster cluster-down cluster-status demo \
+.PHONY: build deps ours limiter upstream cluster cluster-down cluster-status demo \
         test vet unit ctest e2e bench clean help
 
 help:
@@ -29,20 +28,33 @@ help:
 	@echo "make cluster       start (or reuse) the local cluster; make cluster-down stops it"
 	@echo "make bench         benchmarks (not part of make test)"
 
-build: ours upstream $(OUT)/crds/.done $(OUT)/kwok-stages/.done
+build: ours upstream limiter $(OUT)/crds/.done $(OUT)/kwok-stages/.done
 
 deps:
 	$(GO) mod download
 	cd e2e/tools && $(GO) mod download
 
+# A binary is replaced only when its bytes change, so `make cluster` restarts
+# exactly the processes whose code changed (it compares binary and pid file times).
+define gobuild
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(1).new $(2) && \
+	  if cmp -s $(1).new $(1); then rm -f $(1).new; else mv -f $(1).new $(1); fi
+endef
+
 ours:
 	@mkdir -p $(BIN)
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/vc-scheduler ./cmd/vc-scheduler
-	$(GO) build -o $(BIN)/localcluster ./e2e/cmd/localcluster
+	$(call gobuild,$(BIN)/vc-scheduler,./cmd/vc-scheduler)
+	$(call gobuild,$(BIN)/vgpu-device-plugin,./cmd/vgpu-device-plugin)
+	$(call gobuild,$(BIN)/kubelet-emulator,./cmd/kubelet-emulator)
+	$(call gobuild,$(BIN)/localcluster,./e2e/cmd/localcluster)
+
+# libvcuda.so, the fake CUDA driver and the test workload (vcuda/_build).
+limiter:
+	$(MAKE) --no-print-directory -C vcuda all
 
 upstream: $(UPSTREAM)
 
-$(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kubectl: e2e/tools/go.mod e2e/tools/go.sum
+$(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kubectl: e2e/tools/go.mod e2e/tools/go.sum
 	@mkdir -p $(BIN)
 	cd e2e/tools && $(GO) build -ldflags "$(LDFLAGS)" -o $@ ./$(notdir $@)
 

@@ -83,9 +83,12 @@ func (r *Reporter) Publish(ctx context.Context, inv api.Inventory) (bool, error)
 		return false, err
 	}
 	mem, cores := Totals(inv.GPUs)
+	// vgpu-memory-percentage is per GPU like vgpu-cores: 100 per healthy GPU,
+	// so pods asking a percentage pass Volcano's node resource check too.
 	caps := corev1.ResourceList{
-		corev1.ResourceName(r.Names.Memory): *resource.NewQuantity(mem, resource.DecimalSI),
-		corev1.ResourceName(r.Names.Cores):  *resource.NewQuantity(cores, resource.DecimalSI),
+		corev1.ResourceName(r.Names.Memory):           *resource.NewQuantity(mem, resource.DecimalSI),
+		corev1.ResourceName(r.Names.Cores):            *resource.NewQuantity(cores, resource.DecimalSI),
+		corev1.ResourceName(r.Names.MemoryPercentage): *resource.NewQuantity(cores, resource.DecimalSI),
 	}
 	if changed || !equalResources(caps, r.lastCaps) || now.Sub(r.lastAt) >= r.HeartbeatPeriod {
 		if err := r.patchCapacity(ctx, caps); err != nil {

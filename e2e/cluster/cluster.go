@@ -98,6 +98,12 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 // ensure starts comp unless it already runs, then waits for it to be ready.
 func (c Config) ensure(ctx context.Context, comp component, started *bool) error {
 	logger := klog.FromContext(ctx)
+	if pid, alive := c.running(comp.name); alive && c.outdated(comp.name, comp.args[0]) {
+		logger.Info("Restarting with the newer binary", "component", comp.name, "pid", pid)
+		if err := c.stop(comp.name, 10*time.Second); err != nil {
+			return err
+		}
+	}
 	if pid, alive := c.running(comp.name); alive {
 		if err := comp.ready(); err == nil {
 			logger.V(2).Info("Reusing running component", "component", comp.name, "pid", pid)
@@ -183,6 +189,16 @@ func (c Config) controlPlane(cr credentials, wt webhookTLS) []component {
 			port: p.Webhook, ready: tlsUp(loop(p.Webhook)), wait: 60 * time.Second,
 		},
 		{
+			// Only the controllers a cluster without kubelets needs: garbage
+			// collection (a deleted Job's pods) and namespace deletion.
+			proc: proc{name: "kube-controller-manager", args: []string{c.bin("kube-controller-manager"), kubeconfig,
+				"--controllers=garbage-collector-controller,namespace-controller", "--leader-elect=false",
+				"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", p.ControllerManager),
+				"--use-service-account-credentials=false", "--v=0"}},
+			port: p.ControllerManager, ready: httpOK(fmt.Sprintf("https://127.0.0.1:%d/healthz", p.ControllerManager), "", "ok"),
+			wait: 60 * time.Second,
+		},
+		{
 			proc: proc{name: "vc-controller-manager", args: []string{c.bin("vc-controller-manager"), kubeconfig,
 				"--leader-elect=false", "--listen-address=" + loop(p.ControllerMetrics),
 				"--enable-healthz", "--healthz-address=" + loop(p.ControllerHealthz),
@@ -225,7 +241,7 @@ func (cl *Cluster) connect(cr credentials) error {
 // the cluster's state.
 func Down(ctx context.Context, cfg Config) error {
 	logger := klog.FromContext(ctx)
-	order := []string{"kwok", "vc-scheduler", "vc-controller-manager", "vc-webhook-manager", "kube-apiserver", "etcd"}
+	order := []string{"kwok", "vc-scheduler", "vc-controller-manager", "kube-controller-manager", "vc-webhook-manager", "kube-apiserver", "etcd"}
 	// Node agents first, then the control plane in reverse start order.
 	names := cfg.pidNames()
 	var rest []string

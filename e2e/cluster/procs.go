@@ -46,6 +46,18 @@ func (c Config) running(name string) (int, bool) {
 	return pid, true
 }
 
+// outdated reports whether the named process runs an older build of its
+// binary than the one now in BinDir (its pid file predates the binary), so
+// `make cluster` after a rebuild restarts exactly what changed.
+func (c Config) outdated(name, bin string) bool {
+	pidInfo, err := os.Stat(c.pidFile(name))
+	if err != nil {
+		return false
+	}
+	binInfo, err := os.Stat(bin)
+	return err == nil && binInfo.ModTime().After(pidInfo.ModTime())
+}
+
 // start launches p detached (own session, output to its log file) and
 // records its pid.
 func (c Config) start(p proc) (int, error) {

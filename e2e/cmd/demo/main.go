@@ -83,9 +83,9 @@ func run() error {
 	fmt.Println()
 	printPlacement(pods)
 	fmt.Println()
-	cmd := exec.CommandContext(ctx, cfg.BinDir+"/vcctl", "job", "list", "-n", job.Namespace)
+	cmd := exec.CommandContext(ctx, cfg.BinDir+"/vcctl", "job", "list", "-n", job.Namespace, "--kubeconfig", cfg.Kubeconfig())
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	fmt.Println("$ vcctl job list -n", job.Namespace)
+	fmt.Println("$ vcctl job list -n", job.Namespace, "--kubeconfig", cfg.Kubeconfig())
 	return cmd.Run()
 }
 

@@ -65,7 +65,7 @@ func run(verb string) error {
 
   export KUBECONFIG=%s
   %s/kubectl get nodes -L %s
-  %s/vcctl job list
+  %s/vcctl job list --kubeconfig $KUBECONFIG
   logs: %s/logs    stop: make cluster-down
 `, len(cl.Nodes), cfg.Kubeconfig(), cfg.BinDir, cluster.LabelGPUModel, cfg.BinDir, cfg.StateDir)
 	case "down":
