@@ -35,8 +35,16 @@ type Ports struct {
 	DevicePluginMetricsOffset int // first device plugin metrics port; +1 per node
 }
 
-// EnvPortBase moves every port of the local cluster (default 24000).
+// EnvPortBase moves every port of the local cluster (default 24000). A
+// cluster on another base also keeps its state apart (_output/local-<base>),
+// so several clusters can run side by side.
 const EnvPortBase = "VGPU_CLUSTER_PORT_BASE"
+
+// EnvSimFile names the config/sim file whose nodes the cluster creates
+// (default config/sim/local.yaml).
+const EnvSimFile = "VGPU_SIM_FILE"
+
+const defaultPortBase = 24000
 
 func portsFrom(base int) Ports {
 	return Ports{
@@ -63,7 +71,7 @@ type Config struct {
 
 // DefaultConfig lays everything out under root/_output.
 func DefaultConfig(root string) (Config, error) {
-	base := 24000
+	base := defaultPortBase
 	if v := os.Getenv(EnvPortBase); v != "" {
 		b, err := strconv.Atoi(v)
 		if err != nil || b < 1024 || b > 65000 {
@@ -72,12 +80,23 @@ func DefaultConfig(root string) (Config, error) {
 		base = b
 	}
 	out := filepath.Join(root, "_output")
+	state := filepath.Join(out, "local")
+	if base != defaultPortBase {
+		state = fmt.Sprintf("%s-%d", state, base)
+	}
+	sim := filepath.Join(root, "config", "sim", "local.yaml")
+	if v := os.Getenv(EnvSimFile); v != "" {
+		sim = v
+		if !filepath.IsAbs(sim) {
+			sim = filepath.Join(root, sim)
+		}
+	}
 	return Config{
 		Root:          root,
 		BinDir:        filepath.Join(out, "bin"),
-		StateDir:      filepath.Join(out, "local"),
+		StateDir:      state,
 		SocketDir:     filepath.Join(os.TempDir(), fmt.Sprintf("vgpu-%d-%d", os.Getuid(), base)),
-		SimFile:       filepath.Join(root, "config", "sim", "local.yaml"),
+		SimFile:       sim,
 		SchedulerConf: filepath.Join(root, "config", "scheduler", "volcano-scheduler.conf"),
 		CRDDir:        filepath.Join(out, "crds"),
 		StagesFile:    filepath.Join(root, "config", "kwok", "stages.yaml"),

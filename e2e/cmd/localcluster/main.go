@@ -49,9 +49,6 @@ func run(verb string) error {
 	if err != nil {
 		return err
 	}
-	if f := os.Getenv("VGPU_SIM_FILE"); f != "" {
-		cfg.SimFile = f
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx = klog.NewContext(ctx, klog.Background())
