@@ -118,11 +118,13 @@ ctest:
 e2e: build
 	$(GO) test -count=1 -tags e2e -timeout 30m ./e2e/tests/ -v -args -v=0 2>&1 | tee $(OUT)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
-test: vet unit ctest e2e
+test: vet unit installer-test ctest e2e
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./api/... ./plugins/... ./device-plugin/...
 	$(MAKE) --no-print-directory -C vcuda bench
+
+include installer/installer.mk
 
 clean: cluster-down
 	rm -rf $(OUT)

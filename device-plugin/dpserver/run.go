@@ -82,7 +82,14 @@ func (s *Server) Run(ctx context.Context, restart <-chan struct{}) error {
 			}
 		case <-settle:
 			settle = nil
-			if err := startOver(pending); err != nil {
+			if exists(s.Socket()) {
+				// Our server still listens (it was restarted for an earlier
+				// event of the same kubelet restart): registering again is
+				// enough, and restarting it would pull the socket from under
+				// a kubelet that is dialling it after our registration.
+				logger.V(2).Info("Registering again with kubelet", "reason", pending)
+				registered, retryC = false, time.After(0)
+			} else if err := startOver(pending); err != nil {
 				return err
 			}
 			pending = ""
