@@ -29,7 +29,7 @@ func (c Config) ensureCredentials() (credentials, error) {
 	cr := credentials{
 		saKey:     filepath.Join(dir, "sa.key"),
 		tokenFile: filepath.Join(dir, "tokens.csv"),
-		servingCA: filepath.Join(dir, "apiserver.crt"),
+		servingCA: c.ServingCAFile(),
 	}
 	if _, err := os.Stat(cr.saKey); os.IsNotExist(err) {
 		key, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -41,7 +41,7 @@ func (c Config) ensureCredentials() (credentials, error) {
 			return credentials{}, err
 		}
 	}
-	tokenPath := filepath.Join(dir, "admin.token")
+	tokenPath := c.AdminTokenFile()
 	tok, err := os.ReadFile(tokenPath)
 	if os.IsNotExist(err) {
 		b := make([]byte, 16)

@@ -30,6 +30,9 @@ type Cluster struct {
 	// it found one running and reused it.
 	Started bool
 	Nodes   []simconfig.Node
+
+	creds   credentials
+	webhook webhookTLS
 }
 
 // component is one control-plane process: how to start it and how to know
@@ -61,12 +64,16 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := cfg.writeStages(); err != nil {
 		return nil, err
 	}
-	cl := &Cluster{Config: cfg, Nodes: sim.Nodes()}
+	if err := ensureInotify(logger, len(sim.Nodes())); err != nil {
+		return nil, err
+	}
+	cl := &Cluster{Config: cfg, Nodes: sim.Nodes(), creds: cr}
 
 	wt, err := cfg.ensureWebhookTLS()
 	if err != nil {
 		return nil, fmt.Errorf("webhook certificates: %w", err)
 	}
+	cl.webhook = wt
 	for _, comp := range cfg.controlPlane(cr, wt) {
 		if comp.name == "vc-webhook-manager" {
 			// Everything after the apiserver needs the kubeconfig, the CRDs
@@ -206,10 +213,10 @@ func (c Config) controlPlane(cr credentials, wt webhookTLS) []component {
 			port: p.ControllerHealthz, ready: httpOK("http://"+loop(p.ControllerHealthz)+"/healthz", "", "ok"), wait: 60 * time.Second,
 		},
 		{
-			proc: proc{name: "vc-scheduler", args: []string{c.bin("vc-scheduler"), kubeconfig,
-				"--scheduler-conf=" + c.SchedulerConf, "--leader-elect=false",
-				"--listen-address=" + loop(p.SchedulerMetrics), "--enable-metrics",
-				"--enable-healthz", "--healthz-address=" + loop(p.SchedulerHealthz)}},
+			proc: proc{name: SchedulerName, env: c.SchedulerEnv, args: append(slices.Clone(c.SchedulerWrapper), c.bin("vc-scheduler"), kubeconfig,
+				"--scheduler-conf="+c.SchedulerConf, "--leader-elect=false",
+				"--listen-address="+loop(p.SchedulerMetrics), "--enable-metrics",
+				"--enable-healthz", "--healthz-address="+loop(p.SchedulerHealthz))},
 			port: p.SchedulerHealthz, ready: httpOK("http://"+loop(p.SchedulerHealthz)+"/healthz", "", "ok"), wait: 60 * time.Second,
 		},
 		{
@@ -220,6 +227,25 @@ func (c Config) controlPlane(cr credentials, wt webhookTLS) []component {
 			port: p.KwokServer, ready: httpOK("http://"+loop(p.KwokServer)+"/healthz", "", "ok"), wait: 30 * time.Second,
 		},
 	}
+}
+
+// SchedulerName is the pid/log name of vc-scheduler.
+const SchedulerName = "vc-scheduler"
+
+// RestartScheduler stops vc-scheduler and starts it again from cl.Config
+// (SchedulerConf, SchedulerWrapper, SchedulerEnv may have changed since Up),
+// then waits until it is healthy.
+func (cl *Cluster) RestartScheduler(ctx context.Context) error {
+	if err := cl.Config.stop(SchedulerName, 10*time.Second); err != nil {
+		return err
+	}
+	for _, comp := range cl.Config.controlPlane(cl.creds, cl.webhook) {
+		if comp.name == SchedulerName {
+			var started bool
+			return cl.Config.ensure(ctx, comp, &started)
+		}
+	}
+	return fmt.Errorf("no %s component", SchedulerName)
 }
 
 // connect writes the kubeconfig and builds the clients.

@@ -44,6 +44,15 @@ const EnvPortBase = "VGPU_CLUSTER_PORT_BASE"
 // (default config/sim/local.yaml).
 const EnvSimFile = "VGPU_SIM_FILE"
 
+// EnvSchedulerConf names the vc-scheduler configuration (default
+// config/scheduler/volcano-scheduler.conf).
+const EnvSchedulerConf = "VGPU_SCHEDULER_CONF"
+
+// EnvDevicePluginHAMi set to "true" makes the simulated device plugins also
+// publish Volcano deviceshare's (HAMi's) node annotations and answer its
+// handshake (device plugin config report.hami).
+const EnvDevicePluginHAMi = "VGPU_DEVICE_PLUGIN_HAMI"
+
 const defaultPortBase = 24000
 
 func portsFrom(base int) Ports {
@@ -67,6 +76,17 @@ type Config struct {
 	StagesFile    string // our kwok stages
 	KwokStagesDir string // kwok's shipped stages copied by the Makefile
 	Ports         Ports
+	// SchedulerWrapper, when set, is the command vc-scheduler is started
+	// through (its own arguments follow); its first element must be a binary
+	// in BinDir that ends by exec'ing the rest in the same process, so the
+	// pid file names vc-scheduler (e2e/bench uses it for a private mount
+	// namespace holding in-cluster credentials).
+	SchedulerWrapper []string
+	// SchedulerEnv is added to vc-scheduler's environment ("KEY=value").
+	SchedulerEnv []string
+	// DevicePluginHAMi: the device plugins also publish deviceshare's
+	// annotations (report.hami), so Volcano's deviceshare can use the nodes.
+	DevicePluginHAMi bool
 }
 
 // DefaultConfig lays everything out under root/_output.
@@ -91,22 +111,53 @@ func DefaultConfig(root string) (Config, error) {
 			sim = filepath.Join(root, sim)
 		}
 	}
+	conf := filepath.Join(root, "config", "scheduler", "volcano-scheduler.conf")
+	if v := os.Getenv(EnvSchedulerConf); v != "" {
+		conf = v
+		if !filepath.IsAbs(conf) {
+			conf = filepath.Join(root, conf)
+		}
+	}
+	hami := false
+	if v := os.Getenv(EnvDevicePluginHAMi); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return Config{}, fmt.Errorf("%s=%q: expected true or false", EnvDevicePluginHAMi, v)
+		}
+		hami = b
+	}
 	return Config{
-		Root:          root,
-		BinDir:        filepath.Join(out, "bin"),
-		StateDir:      state,
-		SocketDir:     filepath.Join(os.TempDir(), fmt.Sprintf("vgpu-%d-%d", os.Getuid(), base)),
-		SimFile:       sim,
-		SchedulerConf: filepath.Join(root, "config", "scheduler", "volcano-scheduler.conf"),
-		CRDDir:        filepath.Join(out, "crds"),
-		StagesFile:    filepath.Join(root, "config", "kwok", "stages.yaml"),
-		KwokStagesDir: filepath.Join(out, "kwok-stages"),
-		Ports:         portsFrom(base),
+		Root:             root,
+		BinDir:           filepath.Join(out, "bin"),
+		StateDir:         state,
+		SocketDir:        filepath.Join(os.TempDir(), fmt.Sprintf("vgpu-%d-%d", os.Getuid(), base)),
+		SimFile:          sim,
+		SchedulerConf:    conf,
+		CRDDir:           filepath.Join(out, "crds"),
+		StagesFile:       filepath.Join(root, "config", "kwok", "stages.yaml"),
+		KwokStagesDir:    filepath.Join(out, "kwok-stages"),
+		Ports:            portsFrom(base),
+		DevicePluginHAMi: hami,
 	}, nil
 }
 
 // Kubeconfig is the path of the admin kubeconfig Up writes.
 func (c Config) Kubeconfig() string { return filepath.Join(c.StateDir, "kubeconfig") }
+
+// ServingCAFile is the apiserver's self-generated certificate with its CA
+// appended (127.0.0.1 in its SAN), written on the apiserver's first start.
+func (c Config) ServingCAFile() string { return filepath.Join(c.certDir(), "apiserver.crt") }
+
+// AdminTokenFile holds the admin (system:masters) bearer token.
+func (c Config) AdminTokenFile() string { return filepath.Join(c.certDir(), "admin.token") }
+
+// Pid returns the pid of a process the harness started (names as in the
+// pid directory: "vc-scheduler", DevicePluginName(node), …) and whether it
+// is alive.
+func (c Config) Pid(name string) (int, bool) { return c.running(name) }
+
+// PidNames lists the processes that have pid files.
+func (c Config) PidNames() []string { return c.pidNames() }
 
 func (c Config) logDir() string  { return filepath.Join(c.StateDir, "logs") }
 func (c Config) pidDir() string  { return filepath.Join(c.StateDir, "pids") }
