@@ -2,18 +2,25 @@
  * workload - a small CUDA-like program for the fake driver, run with libvcuda.so preloaded
  * (LD_PRELOAD) and the fake libcuda.so.1 / libnvidia-ml.so.1 on LD_LIBRARY_PATH, e.g. by the
  * e2e container emulator. It does what an application would:
- *   cuInit; lists the devices (UUIDs); reads cuMemGetInfo and nvmlDeviceGetMemoryInfo;
- *   allocates fixed-size chunks until refused (then frees them); launches kernels back to back
- *   for a while; and prints ONE JSON line:
- *   {"ok":true,"devices":["GPU-..."],"device":0,"cuda_total_mib":..,"cuda_free_mib":..,
- *    "nvml_total_mib":..,"nvml_used_mib":..,"alloc_chunk_mib":..,"allocated_bytes":..,
- *    "launches":..,"launch_seconds":..,"util_share":0.301}
+ *   cuInit; lists the devices (UUIDs); optionally takes --hold-mib and keeps it until exit;
+ *   reads cuMemGetInfo and nvmlDeviceGetMemoryInfo; allocates fixed-size chunks until refused
+ *   (then frees them); launches kernels back to back for a while; reads the memory views
+ *   again; and prints ONE JSON line:
+ *   {"ok":true,"devices":["GPU-..."],"device":0,"held_mib":..,"cuda_total_mib":..,
+ *    "cuda_free_mib":..,"nvml_total_mib":..,"nvml_used_mib":..,"alloc_chunk_mib":..,
+ *    "allocated_bytes":..,"alloc_error":2,"launches":..,"launch_seconds":..,
+ *    "end_cuda_free_mib":..,"end_nvml_used_mib":..,"util_share":0.301}
+ *   alloc_error is the CUresult that refused the next chunk (2 = CUDA_ERROR_OUT_OF_MEMORY;
+ *   0 when --max-alloc-mib stopped it). end_* are the views after the launch period, while
+ *   the held memory is still held.
  *   util_share is this process's GPU busy time over the second half of the launch period,
  *   from the fake driver's own accounting (fakegpu_busy_ns); null without the fake driver.
  *   On failure: {"ok":false,"error":"..."} and exit status 1.
  *
  * Flags:
  *   --device N          device ordinal to use (default 0)
+ *   --hold-mib N        allocate N MiB first and hold it until exit (default 0); once held,
+ *                       "workload: holding N MiB" goes to stderr (others can wait for it)
  *   --chunk-mib N       allocation chunk (default 256)
  *   --max-alloc-mib N   stop allocating after this much (default 0 = until refused)
  *   --seconds S         launch for S seconds (default 2; 0 = no launches)
@@ -34,7 +41,7 @@
 
 struct opts {
 	int device;
-	unsigned long long chunk_mib, max_alloc_mib;
+	unsigned long long chunk_mib, max_alloc_mib, hold_mib;
 	double seconds;
 	unsigned grid, block;
 };
@@ -54,7 +61,7 @@ static int fail(const char *what, int rc)
 
 static int parse(int argc, char **argv, struct opts *o)
 {
-	*o = (struct opts){ 0, 256, 0, 2.0, 200, 256 };
+	*o = (struct opts){ 0, 256, 0, 0, 2.0, 200, 256 };
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!v) {
@@ -68,6 +75,8 @@ static int parse(int argc, char **argv, struct opts *o)
 			o->chunk_mib = strtoull(v, NULL, 10);
 		else if (strcmp(a, "--max-alloc-mib") == 0)
 			o->max_alloc_mib = strtoull(v, NULL, 10);
+		else if (strcmp(a, "--hold-mib") == 0)
+			o->hold_mib = strtoull(v, NULL, 10);
 		else if (strcmp(a, "--seconds") == 0)
 			o->seconds = atof(v);
 		else if (strcmp(a, "--grid") == 0)
@@ -110,6 +119,13 @@ int main(int argc, char **argv)
 	if ((rc = cuDeviceGet(&dev, o.device)) != CUDA_SUCCESS ||
 	    (rc = cuCtxCreate_v2(&ctx, 0, dev)) != CUDA_SUCCESS)
 		return fail("cuCtxCreate", rc);
+	CUdeviceptr held = 0;
+	if (o.hold_mib) {
+		if ((rc = cuMemAlloc_v2(&held, o.hold_mib * MIB)) != CUDA_SUCCESS)
+			return fail("cuMemAlloc (--hold-mib)", rc);
+		fprintf(stderr, "workload: holding %llu MiB\n", o.hold_mib);
+		fflush(stderr);
+	}
 	size_t free_b = 0, total = 0;
 	if ((rc = cuMemGetInfo_v2(&free_b, &total)) != CUDA_SUCCESS)
 		return fail("cuMemGetInfo", rc);
@@ -124,10 +140,11 @@ int main(int argc, char **argv)
 	size_t cap = 1024, count = 0;
 	CUdeviceptr *ptrs = malloc(cap * sizeof(*ptrs));
 	unsigned long long allocated = 0;
+	int alloc_rc = CUDA_SUCCESS;
 	while (ptrs && (!o.max_alloc_mib || allocated + o.chunk_mib * MIB <= o.max_alloc_mib * MIB)) {
 		if (count == cap && !(ptrs = realloc(ptrs, (cap *= 2) * sizeof(*ptrs))))
 			break;
-		if (cuMemAlloc_v2(&ptrs[count], o.chunk_mib * MIB) != CUDA_SUCCESS)
+		if ((alloc_rc = cuMemAlloc_v2(&ptrs[count], o.chunk_mib * MIB)) != CUDA_SUCCESS)
 			break;
 		count++;
 		allocated += o.chunk_mib * MIB;
@@ -167,12 +184,22 @@ int main(int argc, char **argv)
 	char share[32] = "null";
 	if (have && marked && t1 > t0)
 		snprintf(share, sizeof(share), "%.4f", (double)(b1 - b0) / (double)(t1 - t0));
-	printf("{\"ok\":true,\"devices\":[%s],\"device\":%d,\"cuda_total_mib\":%llu,"
-	       "\"cuda_free_mib\":%llu,\"nvml_total_mib\":%llu,\"nvml_used_mib\":%llu,"
-	       "\"alloc_chunk_mib\":%llu,\"allocated_bytes\":%llu,\"launches\":%llu,"
-	       "\"launch_seconds\":%.3f,\"util_share\":%s}\n",
-	       devices, o.device, (unsigned long long)(total / MIB),
+	size_t end_free = 0, end_total = 0;
+	nvmlMemory_t end_nm = { 0, 0, 0 };
+	if ((rc = cuMemGetInfo_v2(&end_free, &end_total)) != CUDA_SUCCESS)
+		return fail("cuMemGetInfo (end)", rc);
+	if ((rc = nvmlDeviceGetMemoryInfo(h, &end_nm)) != NVML_SUCCESS)
+		return fail("nvmlDeviceGetMemoryInfo (end)", rc);
+	if (held)
+		cuMemFree_v2(held);
+	printf("{\"ok\":true,\"devices\":[%s],\"device\":%d,\"held_mib\":%llu,"
+	       "\"cuda_total_mib\":%llu,\"cuda_free_mib\":%llu,\"nvml_total_mib\":%llu,"
+	       "\"nvml_used_mib\":%llu,\"alloc_chunk_mib\":%llu,\"allocated_bytes\":%llu,"
+	       "\"alloc_error\":%d,\"launches\":%llu,\"launch_seconds\":%.3f,"
+	       "\"end_cuda_free_mib\":%llu,\"end_nvml_used_mib\":%llu,\"util_share\":%s}\n",
+	       devices, o.device, o.hold_mib, (unsigned long long)(total / MIB),
 	       (unsigned long long)(free_b / MIB), nm.total / MIB, nm.used / MIB, o.chunk_mib,
-	       allocated, launches, o.seconds, share);
+	       allocated, alloc_rc, launches, o.seconds, (unsigned long long)(end_free / MIB),
+	       end_nm.used / MIB, share);
 	return 0;
 }

@@ -1,6 +1,11 @@
 // Command demo submits config/examples/vgpu-job.yaml to the local cluster,
 // waits until its pods run, and prints where their GPUs went: pod → node →
 // GPU UUIDs → memory/cores, read from the scheduler's assignment annotation.
+// It ends by running vcuda's workload in every container of the Job at the
+// same time, through the container emulator (e2e/containeremu: the device
+// plugin's Allocate response, libvcuda preloaded, the node's simulated GPUs),
+// and prints what each saw: what a user would check with nvidia-smi inside
+// the pod.
 package main
 
 import (
@@ -11,6 +16,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -24,7 +30,10 @@ import (
 	vcclient "volcano.sh/apis/pkg/client/clientset/versioned"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/cluster"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/containeremu"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/kubeletemu"
 )
 
 func main() {
@@ -81,12 +90,107 @@ func run() error {
 		return err
 	}
 	fmt.Println()
-	printPlacement(pods)
-	fmt.Println()
 	cmd := exec.CommandContext(ctx, cfg.BinDir+"/vcctl", "job", "list", "-n", job.Namespace, "--kubeconfig", cfg.Kubeconfig())
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	fmt.Println("$ vcctl job list -n", job.Namespace, "--kubeconfig", cfg.Kubeconfig())
-	return cmd.Run()
+	if err := cmd.Run(); err != nil {
+		return err
+	}
+	fmt.Println()
+	printPlacement(pods)
+	fmt.Println()
+	return runInPods(ctx, cfg, pods)
+}
+
+// inPod is one container's workload run.
+type inPod struct {
+	pod, container string
+	summary        containeremu.Summary
+	err            error
+}
+
+// runInPods runs the workload in every container of pods at once and
+// prints what each saw.
+func runInPods(ctx context.Context, cfg cluster.Config, pods []corev1.Pod) error {
+	emu, err := containeremu.New(containeremu.DefaultConfig(cfg.Root, cfg.SocketDir))
+	if err != nil {
+		return err
+	}
+	sim, err := simconfig.Load(cfg.SimFile)
+	if err != nil {
+		return err
+	}
+	var runs []*inPod
+	var wg sync.WaitGroup
+	for _, p := range pods {
+		node, ok := sim.Find(p.Spec.NodeName)
+		if !ok {
+			return fmt.Errorf("pod %s runs on %s, which is not a simulated node of %s", p.Name, p.Spec.NodeName, cfg.SimFile)
+		}
+		rec, err := waitAdmitted(ctx, cfg, p)
+		if err != nil {
+			return err
+		}
+		for _, ctr := range p.Spec.Containers {
+			c, err := containeremu.FromRecord(rec, ctr.Name, containeremu.NodeGPUs(node))
+			if err != nil {
+				return err
+			}
+			r := &inPod{pod: p.Name, container: ctr.Name}
+			runs = append(runs, r)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r.summary, r.err = emu.RunWorkload(ctx, c, containeremu.Workload{ChunkMiB: 1, Seconds: 2})
+			}()
+		}
+	}
+	fmt.Printf("Running a CUDA workload in each container at once (%s mode container emulator, libvcuda.so on the fake driver) …\n\n", emu.Mode())
+	wg.Wait()
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "POD\tCONTAINER\tGPUS SEEN\tMEMORY TOTAL (MiB)\tALLOCATABLE UNTIL OOM (MiB)\tACHIEVED SHARE (%)")
+	var errs []string
+	for _, r := range runs {
+		if r.err != nil {
+			errs = append(errs, fmt.Sprintf("%s/%s: %v", r.pod, r.container, r.err))
+			fmt.Fprintf(w, "%s\t%s\t(workload failed)\t-\t-\t-\n", r.pod, r.container)
+			continue
+		}
+		s := r.summary
+		share := "-"
+		if s.UtilShare != nil {
+			share = fmt.Sprintf("%.1f", 100**s.UtilShare)
+		}
+		oom := ""
+		if s.AllocError == containeremu.CUDAErrorOutOfMemory {
+			oom = " (then OUT_OF_MEMORY)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d%s\t%s\n", r.pod, r.container, strings.Join(s.Devices, ","), s.CUDATotalMiB, s.AllocatableMiB(), oom, share)
+	}
+	w.Flush()
+	if len(errs) > 0 {
+		return fmt.Errorf("workload in the containers: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// waitAdmitted waits for the kubelet emulator's record of the pod's
+// admission: the device plugin's Allocate responses.
+func waitAdmitted(ctx context.Context, cfg cluster.Config, p corev1.Pod) (kubeletemu.Record, error) {
+	for {
+		rec, err := kubeletemu.ReadRecord(cfg.SocketDir, p.Spec.NodeName, string(p.UID))
+		if err == nil && rec.Admitted {
+			return rec, nil
+		}
+		if err == nil {
+			err = fmt.Errorf("not admitted: %s", rec.Error)
+		}
+		select {
+		case <-ctx.Done():
+			return rec, fmt.Errorf("pod %s: no device plugin allocation recorded by the kubelet emulator (%v); see %s", p.Name, err, cfg.RecordsDir(p.Spec.NodeName))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 func readJob(path string) (*batchv1alpha1.Job, error) {

@@ -1,0 +1,219 @@
+package containeremu
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/kubeletemu"
+)
+
+// Container paths the emulated image and runtime hook use.
+const (
+	// WorkloadPath is where the image holds vcuda's workload program.
+	WorkloadPath = "/usr/local/bin/cuda-workload"
+	// DriverLibDir is where the runtime hook mounts the (fake) driver libraries.
+	DriverLibDir = "/usr/local/nvidia/lib64"
+	// GPUDevDir holds the exposed GPUs' state files (the fake's FAKEGPU_DIR).
+	GPUDevDir = "/dev/fakegpu"
+)
+
+// imageEnv is the environment of the emulated image (a CUDA base image).
+var imageEnv = []string{
+	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	"HOME=/root",
+	"LD_LIBRARY_PATH=/usr/local/nvidia/lib:" + DriverLibDir,
+}
+
+// ErrUnknownGPU: NVIDIA_VISIBLE_DEVICES names a GPU the node does not have.
+var ErrUnknownGPU = errors.New("NVIDIA_VISIBLE_DEVICES names a GPU this node does not have")
+
+// GPU is one GPU of a node as the driver knows it.
+type GPU struct {
+	UUID      string
+	MemoryMiB int64
+}
+
+// NodeGPUs lists a simulated node's GPUs in index order.
+func NodeGPUs(n simconfig.Node) []GPU {
+	out := make([]GPU, len(n.GPUs))
+	for i, g := range n.GPUs {
+		out[i] = GPU{UUID: g.UUID, MemoryMiB: g.MemoryMiB}
+	}
+	return out
+}
+
+// Container is one container of a pod bound to a simulated node.
+type Container struct {
+	Node     string
+	NodeGPUs []GPU // every GPU of the node, in index order
+	PodUID   string
+	Name     string
+	// Response is what the device plugin answered for this container.
+	Response kubeletemu.AllocateResponse
+	// ExposeAllGPUs emulates a runtime that ignores NVIDIA_VISIBLE_DEVICES:
+	// the container sees every GPU of the node and only libvcuda's config
+	// keeps it to its own.
+	ExposeAllGPUs bool
+}
+
+// FromRecord is the container named name of a pod the kubelet emulator
+// recorded, on a node with the given GPUs. Responses of every resource the
+// container got are merged, as kubelet merges them.
+func FromRecord(rec kubeletemu.Record, name string, nodeGPUs []GPU) (Container, error) {
+	c := Container{Node: rec.Node, NodeGPUs: nodeGPUs, PodUID: rec.PodUID, Name: name,
+		Response: kubeletemu.AllocateResponse{Envs: map[string]string{}}}
+	found := false
+	for _, cr := range rec.Containers {
+		if cr.Name != name || cr.Response == nil {
+			continue
+		}
+		found = true
+		for k, v := range cr.Response.Envs {
+			c.Response.Envs[k] = v
+		}
+		c.Response.Mounts = append(c.Response.Mounts, cr.Response.Mounts...)
+		c.Response.Devices = append(c.Response.Devices, cr.Response.Devices...)
+	}
+	if !found {
+		return Container{}, fmt.Errorf("pod %s/%s (%s) on %s: no Allocate response recorded for container %q (admitted %t, error %q)",
+			rec.Namespace, rec.Name, rec.PodUID, rec.Node, name, rec.Admitted, rec.Error)
+	}
+	return c, nil
+}
+
+// visibleGPUs is what the NVIDIA runtime hook exposes for the container's
+// NVIDIA_VISIBLE_DEVICES: UUIDs or node indexes, "all", or none.
+func (c Container) visibleGPUs() ([]GPU, error) {
+	if c.ExposeAllGPUs {
+		return c.NodeGPUs, nil
+	}
+	v, ok := c.Response.Envs[api.EnvVisibleDevices]
+	v = strings.TrimSpace(v)
+	switch {
+	case !ok || v == "" || v == "void" || v == "none":
+		return nil, nil
+	case v == "all":
+		return c.NodeGPUs, nil
+	}
+	var out []GPU
+	for _, id := range strings.Split(v, ",") {
+		id = strings.TrimSpace(id)
+		i := slices.IndexFunc(c.NodeGPUs, func(g GPU) bool { return g.UUID == id })
+		if n, err := strconv.Atoi(id); err == nil && n >= 0 && n < len(c.NodeGPUs) {
+			i = n
+		}
+		if i < 0 {
+			return nil, fmt.Errorf("%w: %q on node %s", ErrUnknownGPU, id, c.Node)
+		}
+		if !slices.Contains(out, c.NodeGPUs[i]) {
+			out = append(out, c.NodeGPUs[i])
+		}
+	}
+	// The driver enumerates in its own (bus) order, not the variable's.
+	sort.SliceStable(out, func(a, b int) bool {
+		return slices.Index(c.NodeGPUs, out[a]) < slices.Index(c.NodeGPUs, out[b])
+	})
+	return out, nil
+}
+
+// mountSpec is one bind mount of the container: host source, container target.
+type mountSpec struct {
+	Source, Target string
+	ReadOnly       bool
+}
+
+// spec is what the runtime does for one container, independent of the mode.
+type spec struct {
+	Mounts []mountSpec // parents before children
+	Env    []string    // KEY=value, sorted
+	GPUs   []GPU       // exposed, in driver order
+}
+
+// paths on the host the spec needs from the emulator.
+type hostPaths struct {
+	DriverDir string // fake libcuda.so.1 and libnvidia-ml.so.1
+	Workload  string // the workload program
+	GPUDir    string // the node's GPU state files
+}
+
+// stateFile is a GPU's state file name in the fake driver's directory.
+func stateFile(uuid string) string { return uuid + ".fakegpu" }
+
+// buildSpec lays out one container: the runtime's mounts and the
+// environment (image env, driver env, then the response's envs).
+func buildSpec(c Container, hp hostPaths) (spec, error) {
+	gpus, err := c.visibleGPUs()
+	if err != nil {
+		return spec{}, err
+	}
+	s := spec{GPUs: gpus}
+	for _, m := range c.Response.Mounts {
+		if !path.IsAbs(m.ContainerPath) || !filepath.IsAbs(m.HostPath) {
+			return spec{}, fmt.Errorf("mount %s -> %s: both paths must be absolute", m.HostPath, m.ContainerPath)
+		}
+		s.Mounts = append(s.Mounts, mountSpec{Source: m.HostPath, Target: path.Clean(m.ContainerPath), ReadOnly: m.ReadOnly})
+	}
+	s.Mounts = append(s.Mounts,
+		mountSpec{Source: hp.DriverDir, Target: DriverLibDir, ReadOnly: true},
+		mountSpec{Source: hp.Workload, Target: WorkloadPath, ReadOnly: true})
+	var devs []string
+	for _, g := range gpus {
+		s.Mounts = append(s.Mounts, mountSpec{Source: filepath.Join(hp.GPUDir, stateFile(g.UUID)), Target: path.Join(GPUDevDir, stateFile(g.UUID))})
+		devs = append(devs, fmt.Sprintf("%s:%d", g.UUID, g.MemoryMiB))
+	}
+	// Parents first; kubelet's order otherwise.
+	sort.SliceStable(s.Mounts, func(a, b int) bool { return depth(s.Mounts[a].Target) < depth(s.Mounts[b].Target) })
+
+	env := map[string]string{}
+	for _, kv := range imageEnv {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	env["FAKEGPU_DIR"] = GPUDevDir
+	env["FAKEGPU_DEVICES"] = strings.Join(devs, ",")
+	for k, v := range c.Response.Envs {
+		env[k] = v
+	}
+	for k, v := range env {
+		s.Env = append(s.Env, k+"="+v)
+	}
+	sort.Strings(s.Env)
+	return s, nil
+}
+
+func depth(p string) int { return strings.Count(path.Clean(p), "/") }
+
+// hostPathOf maps a container path to the host through the spec's mounts
+// (the deepest mount containing it).
+func (s spec) hostPathOf(containerPath string) (string, bool) {
+	p := path.Clean(containerPath)
+	best := -1
+	for i, m := range s.Mounts {
+		if (p == m.Target || strings.HasPrefix(p, m.Target+"/")) && (best < 0 || depth(m.Target) >= depth(s.Mounts[best].Target)) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return "", false
+	}
+	m := s.Mounts[best]
+	return filepath.Join(m.Source, strings.TrimPrefix(p, m.Target)), true
+}
+
+// getenv reads KEY from the spec's environment.
+func (s spec) getenv(key string) string {
+	for _, kv := range s.Env {
+		if k, v, _ := strings.Cut(kv, "="); k == key {
+			return v
+		}
+	}
+	return ""
+}
