@@ -87,13 +87,6 @@ func (e *Emulator) Run(ctx context.Context) error {
 		if err := n.start(ctx); err != nil {
 			return err
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := n.run(ctx); err != nil {
-				errs <- fmt.Errorf("node %s: %w", n.name, err)
-			}
-		}()
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(e.opts.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermNotEqualSelector("spec.nodeName", "").String()
@@ -121,8 +114,18 @@ func (e *Emulator) Run(ctx context.Context) error {
 			live[string(pod.UID)] = true
 		}
 	}
+	// Admissions start only now: until the restored devices of pods deleted
+	// while the emulator was down are dropped, they would count as in use
+	// (kubelet's device manager drops inactive pods before every allocation).
 	for _, n := range e.nodes {
 		n.pruneRestored(live)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := n.run(ctx); err != nil {
+				errs <- fmt.Errorf("node %s: %w", n.name, err)
+			}
+		}()
 	}
 	close(e.ready)
 	logger.Info("Kubelet emulator serving", "nodes", len(e.nodes), "baseDir", e.opts.BaseDir)

@@ -1,0 +1,217 @@
+//go:build e2e
+
+package tests
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	schedulingv1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+)
+
+// holdGate keeps a pod from being scheduled until the test lifts it.
+const holdGate = "volcano-vgpu.io/scenario-hold"
+
+// newQueue creates an open Volcano Queue for the jobs of namespace ns; it is
+// deleted after the test, once those jobs' PodGroups are gone.
+func newQueue(t *testing.T, ctx context.Context, ns, name string, weight int32, capability corev1.ResourceList) {
+	t.Helper()
+	q := &schedulingv1beta1.Queue{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       schedulingv1beta1.QueueSpec{Weight: weight, Capability: capability},
+	}
+	if _, err := shared.vc.SchedulingV1beta1().Queues().Create(ctx, q, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("queue %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = shared.vc.BatchV1alpha1().Jobs(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		for ctx.Err() == nil {
+			pgs, err := shared.vc.SchedulingV1beta1().PodGroups(ns).List(ctx, metav1.ListOptions{})
+			if err == nil && len(pgs.Items) == 0 {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		_ = shared.vc.SchedulingV1beta1().Queues().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	waitFor(t, ctx, "queue "+name+" open", func() error {
+		q, err := shared.vc.SchedulingV1beta1().Queues().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if q.Status.State != schedulingv1beta1.QueueStateOpen {
+			return fmt.Errorf("state %q", q.Status.State)
+		}
+		return nil
+	})
+}
+
+// queueName is a cluster-unique queue name for this test's namespace.
+func queueName(ns, suffix string) string {
+	name := ns + "-" + suffix
+	if len(name) > 63 {
+		name = name[len(name)-63:]
+	}
+	return strings.TrimLeft(name, "-")
+}
+
+// vgpuMemoryOf sums the vgpu-memory limits of pods (MiB).
+func vgpuMemoryOf(pods []corev1.Pod) int64 {
+	var sum int64
+	for _, p := range pods {
+		for _, c := range p.Spec.Containers {
+			q := c.Resources.Limits[api.DefaultResourceMemory]
+			sum += q.Value()
+		}
+	}
+	return sum
+}
+
+// TestScenarioQueueWeights: two queues with weights 1 and 3 both ask more
+// vGPU memory than the whole cluster has; Volcano's proportion plugin, fed
+// the vgpu-memory the device plugins advertise, splits it about 1:3.
+//
+// Cluster vgpu-memory: 2×8×81920 + 2×8×40960 + 2×4×23034 = 2150352 MiB.
+// Tasks of 20480 MiB fit 4 per A100-80GB, 2 per A100-40GB and 1 per L4: 104
+// slots. Deserved: 1/4 → 537588 MiB = 26 tasks; 3/4 → 1612764 MiB = 78
+// tasks; 26+78 = 104, so the split is not bent by what fits where.
+// Every pod is created behind a scheduling gate and the gates are lifted
+// only when both queues' demand is known, so no queue gets a head start (the
+// configuration has no reclaim action to take GPUs back).
+func TestScenarioQueueWeights(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns := newNamespace(t, ctx)
+	light, heavy := queueName(ns, "w1"), queueName(ns, "w3")
+	newQueue(t, ctx, ns, light, 1, nil)
+	newQueue(t, ctx, ns, heavy, 3, nil)
+	waitNodeFree(t, ctx, nodeNames()...)
+	waitNoOtherPodGroups(t, ctx, ns)
+
+	for _, j := range []struct {
+		name, queue string
+		n           int32
+	}{{"light", light, 40}, {"heavy", heavy, 100}} {
+		job := gpuJob(ns, j.name, j.n, 1, 20480, 0, nil)
+		job.Spec.Queue, job.Spec.MinAvailable = j.queue, 1
+		job.Spec.Tasks[0].Template.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: holdGate}}
+		createJob(t, ctx, job)
+	}
+	waitFor(t, ctx, "140 gated pods", func() error {
+		if n := len(listPods(t, ctx, ns)); n != 140 {
+			return fmt.Errorf("%d pods", n)
+		}
+		return nil
+	})
+	start := time.Now()
+	ungate(t, ctx, ns, listPods(t, ctx, ns))
+
+	var lightMiB, heavyMiB int64
+	var nLight, nHeavy int
+	var since time.Time
+	waitFor(t, ctx, "queue allocations to settle", func() error {
+		running, _ := splitBound(listPods(t, ctx, ns))
+		var l, h []corev1.Pod
+		for _, p := range running {
+			if strings.HasPrefix(p.Name, "light-") {
+				l = append(l, p)
+			} else {
+				h = append(h, p)
+			}
+		}
+		if len(l) != nLight || len(h) != nHeavy || len(running) == 0 {
+			nLight, nHeavy, since = len(l), len(h), time.Now()
+			return fmt.Errorf("%d light, %d heavy running", len(l), len(h))
+		}
+		if time.Since(since) < 4*time.Second {
+			return fmt.Errorf("%d light, %d heavy running; holding", len(l), len(h))
+		}
+		lightMiB, heavyMiB = vgpuMemoryOf(l), vgpuMemoryOf(h)
+		return nil
+	})
+	settled := since.Sub(start)
+	ratio := float64(heavyMiB) / float64(lightMiB)
+	t.Logf("queue weights 1:3 → vgpu-memory %d MiB (%d tasks) : %d MiB (%d tasks) = 1:%.2f, settled %s after the gates lifted",
+		lightMiB, nLight, heavyMiB, nHeavy, ratio, settled.Round(100*time.Millisecond))
+	if lightMiB == 0 || ratio < 3*0.75 || ratio > 3*1.25 {
+		t.Errorf("vgpu-memory split 1:%.2f between queues of weight 1 and 3, want 1:3 ± 25%%", ratio)
+	}
+	if nLight+nHeavy < 100 {
+		t.Errorf("only %d of 104 slots used while both queues still wait", nLight+nHeavy)
+	}
+	checkNoDoubleBooking(t, ctx)
+}
+
+// ungate lifts the hold gate of pods, a few at a time in parallel.
+func ungate(t *testing.T, ctx context.Context, ns string, pods []corev1.Pod) {
+	t.Helper()
+	patch := []byte(`[{"op":"remove","path":"/spec/schedulingGates"}]`)
+	work := make(chan string)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range work {
+				if _, err := shared.kube.CoreV1().Pods(ns).Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("%s: %w", name, err))
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, p := range pods {
+		work <- p.Name
+	}
+	close(work)
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("lifting scheduling gates: %d failed, first: %v", len(errs), errs[0])
+	}
+}
+
+// TestScenarioQueueCapability: a queue capped at 40960 MiB of vgpu-memory
+// runs two 20480-MiB tasks of a four-task Job and keeps the other two
+// waiting, though the cluster has room.
+func TestScenarioQueueCapability(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := newNamespace(t, ctx)
+	capped := queueName(ns, "cap")
+	newQueue(t, ctx, ns, capped, 1, corev1.ResourceList{api.DefaultResourceMemory: resource.MustParse("40960")})
+	job := gpuJob(ns, "capped", 4, 1, 20480, 0, nil)
+	job.Spec.Queue, job.Spec.MinAvailable = capped, 1
+	createJob(t, ctx, job)
+	running, pending := waitSettled(t, ctx, ns, 4, 2, 3*time.Second)
+	if got := vgpuMemoryOf(running); got > 40960 {
+		t.Errorf("queue capped at 40960 MiB runs %d MiB", got)
+	}
+	for _, p := range running {
+		checkServed(t, p, waitAllocated(t, ctx, p))
+	}
+	for _, p := range pending {
+		if p.Annotations[api.AssignmentKey] != "" {
+			t.Errorf("waiting %s carries an assignment", p.Name)
+		}
+	}
+	p, err := shared.kube.CoreV1().Pods(ns).Get(ctx, pending[0].Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("task over the queue's capability: %q", unschedulableMessage(*p))
+}
