@@ -113,10 +113,13 @@ unit:
 ctest:
 	$(MAKE) --no-print-directory -C vcuda test
 
-# End-to-end tests on the local cluster: reuse a running one, else start one
-# for the run and stop it afterwards.
+# End-to-end tests on their own local cluster (ports from E2E_PORT_BASE, state
+# in _output/local-<base>), so they never disturb the cluster of `make cluster`
+# and `make demo`, nor trip over its Jobs: reuse a running one, else start one
+# for the run and stop it afterwards (VGPU_KEEP_CLUSTER=1 keeps it).
+E2E_PORT_BASE ?= 24500
 e2e: build
-	$(GO) test -count=1 -tags e2e -timeout 30m ./e2e/tests/ -v -args -v=0 2>&1 | tee $(OUT)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
+	VGPU_CLUSTER_PORT_BASE=$(E2E_PORT_BASE) $(GO) test -count=1 -tags e2e -timeout 30m ./e2e/tests/ -v -args -v=0 2>&1 | tee $(OUT)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
 test: vet unit installer-test ctest e2e
 
