@@ -26,7 +26,8 @@ help:
 	@echo "make demo          build, start the local cluster, run a vGPU Volcano Job, show its GPUs"
 	@echo "make test          vet + Go unit tests + C limiter tests + end-to-end tests"
 	@echo "make cluster       start (or reuse) the local cluster; make cluster-down stops it"
-	@echo "make bench         benchmarks (not part of make test)"
+	@echo "make bench         Go and C microbenchmarks (not part of make test)"
+	@echo "make bench-e2e     200-node benchmark against Volcano deviceshare -> docs/benchmarks.md"
 
 build: ours upstream limiter $(OUT)/crds/.done $(OUT)/kwok-stages/.done
 
@@ -128,6 +129,7 @@ bench:
 	$(MAKE) --no-print-directory -C vcuda bench
 
 include installer/installer.mk
+include e2e/bench/bench.mk
 
 clean: cluster-down
 	rm -rf $(OUT)

@@ -239,6 +239,15 @@ func (cl *Cluster) RestartScheduler(ctx context.Context) error {
 	if err := cl.Config.stop(SchedulerName, 10*time.Second); err != nil {
 		return err
 	}
+	// stop returns once the process no longer shows as ours, which can be
+	// before an exiting process has closed its listeners: wait for its ports.
+	p := cl.Config.Ports
+	for _, port := range []int{p.SchedulerMetrics, p.SchedulerHealthz} {
+		deadline := time.Now().Add(15 * time.Second)
+		for portFree(SchedulerName, port) != nil && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	for _, comp := range cl.Config.controlPlane(cl.creds, cl.webhook) {
 		if comp.name == SchedulerName {
 			var started bool

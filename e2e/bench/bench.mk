@@ -1,0 +1,18 @@
+# End-to-end benchmark against Volcano's deviceshare (not part of make test).
+# Included by the top-level Makefile; uses its GO, BIN, LDFLAGS and build.
+#
+#   make bench-e2e                                  3 runs per setup, rewrites docs/benchmarks.md
+#   make bench-e2e BENCH_FLAGS="-runs 1 -timeout 2m"
+BENCH_PORT_BASE ?= 27000
+BENCH_FLAGS     ?=
+
+.PHONY: bench-e2e bench-e2e-bin
+
+bench-e2e-bin:
+	@mkdir -p $(BIN)
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/vgpu-bench ./e2e/bench/cmd/vgpu-bench
+
+bench-e2e: build bench-e2e-bin
+	VGPU_CLUSTER_PORT_BASE=$${VGPU_CLUSTER_PORT_BASE:-$(BENCH_PORT_BASE)} \
+	VGPU_SIM_FILE=$${VGPU_SIM_FILE:-config/sim/bench.yaml} \
+	  $(BIN)/vgpu-bench $(BENCH_FLAGS)

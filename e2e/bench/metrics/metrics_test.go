@@ -1,0 +1,207 @@
+package metrics
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/bench/trace"
+)
+
+// invBuilder builds a node inventory: n GPUs of memMiB, 10 shares each,
+// all on one NUMA node (PCIe level "node") unless split.
+type invBuilder struct{ inv api.Inventory }
+
+func node(name string, n int, memMiB int64) *invBuilder {
+	b := &invBuilder{}
+	for i := range n {
+		b.inv.GPUs = append(b.inv.GPUs, api.GPU{Index: i, UUID: fmt.Sprintf("%s-GPU-%d", name, i), Model: "A100", MemoryMiB: memMiB, Healthy: true, MaxShares: 10})
+	}
+	b.inv.NVLinks = make([][]int, n)
+	b.inv.PCIe = make([][]api.PCIeLevel, n)
+	for i := range n {
+		b.inv.NVLinks[i] = make([]int, n)
+		b.inv.PCIe[i] = make([]api.PCIeLevel, n)
+		for j := range n {
+			if i != j {
+				b.inv.PCIe[i][j] = api.PCIeNode
+			}
+		}
+	}
+	return b
+}
+
+func (b *invBuilder) NVLink(i, j, links int) *invBuilder {
+	b.inv.NVLinks[i][j], b.inv.NVLinks[j][i] = links, links
+	return b
+}
+
+// Split puts GPUs from first on on another NUMA node.
+func (b *invBuilder) Split(first int) *invBuilder {
+	for i := range b.inv.GPUs {
+		for j := range b.inv.GPUs {
+			if i != j && (i < first) != (j < first) {
+				b.inv.PCIe[i][j] = api.PCIeSystem
+			}
+		}
+	}
+	return b
+}
+
+func (b *invBuilder) Obj() api.Inventory { return b.inv }
+
+func share(node string, gpu int, mem int64, cores int) Share {
+	return Share{UUID: fmt.Sprintf("%s-GPU-%d", node, gpu), MemoryMiB: mem, Cores: cores}
+}
+
+func whole(node string, mem int64, gpus ...int) []Share {
+	var out []Share
+	for _, g := range gpus {
+		out = append(out, share(node, g, mem, 100))
+	}
+	return out
+}
+
+func TestPackCountsUsedPartlyAndOverBooked(t *testing.T) {
+	nodes := map[string]api.Inventory{"n1": node("n1", 4, 40960).Obj()}
+	pods := []Pod{
+		{Job: 0, Node: "n1", Containers: [][]Share{{share("n1", 0, 20480, 30)}}},
+		{Job: 1, Node: "n1", Containers: [][]Share{{share("n1", 0, 10240, 20)}}}, // GPU 0: 30/40 GiB, 50% → partly used
+		{Job: 2, Node: "n1", Containers: [][]Share{whole("n1", 40960, 1)}},       // GPU 1: full
+		{Job: 3, Node: "n1", Containers: [][]Share{{share("n1", 2, 30000, 10)}}},
+		{Job: 4, Node: "n1", Containers: [][]Share{{share("n1", 2, 20000, 10)}}}, // GPU 2: 50,000 > 40,960 MiB → over-booked
+		{Job: 5, Node: "n1"}, // bound GPU pod without a placement
+		{Job: 6, Node: ""},   // unbound
+	}
+	got := Pack(nodes, pods)
+	want := Packing{GPUsUsed: 3, PartlyUsed: 1, OverBooked: 1, Unknown: 1}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestBestSet(t *testing.T) {
+	pairs := node("p", 4, 40960).NVLink(0, 1, 4).NVLink(2, 3, 4).Obj()
+	numa := node("s", 4, 81920).NVLink(0, 1, 12).NVLink(0, 2, 12).NVLink(0, 3, 12).NVLink(1, 2, 12).NVLink(1, 3, 12).NVLink(2, 3, 12).Split(2).Obj()
+	tests := []struct {
+		name   string
+		nodes  map[string]api.Inventory
+		pods   []Pod
+		best   int
+		multis int
+	}{
+		{name: "NVLink pair chosen", // {2,3}: 4 links, the most any pair has
+			nodes: map[string]api.Inventory{"p": pairs},
+			pods:  []Pod{{Node: "p", Containers: [][]Share{whole("p", 40960, 2, 3)}}},
+			best:  1, multis: 1},
+		{name: "unlinked pair while a linked pair was free", // {0,2}: 0 links; {1,3} stay free and {0,1} has 4
+			nodes: map[string]api.Inventory{"p": pairs},
+			pods:  []Pod{{Node: "p", Containers: [][]Share{whole("p", 40960, 0, 2)}}},
+			best:  0, multis: 1},
+		{name: "unlinked pair when the partners were taken", // GPUs 1 and 3 exclusively used by others
+			nodes: map[string]api.Inventory{"p": pairs},
+			pods: []Pod{
+				{Node: "p", Containers: [][]Share{whole("p", 40960, 0, 2)}},
+				{Node: "p", Containers: [][]Share{whole("p", 40960, 1)}},
+				{Node: "p", Containers: [][]Share{whole("p", 40960, 3)}},
+			},
+			best: 1, multis: 1},
+		{name: "partners holding fractions are not available to exclusive GPUs", // GPUs 1 and 3 have tenants
+			nodes: map[string]api.Inventory{"p": pairs},
+			pods: []Pod{
+				{Node: "p", Containers: [][]Share{whole("p", 40960, 0, 2)}},
+				{Node: "p", Containers: [][]Share{{share("p", 1, 4096, 10)}}},
+				{Node: "p", Containers: [][]Share{{share("p", 3, 4096, 10)}}},
+			},
+			best: 1, multis: 1},
+		{name: "NVSwitch across NUMA nodes while a local pair was free", // equal NVLinks; PCIe system (5) > node (4)
+			nodes: map[string]api.Inventory{"s": numa},
+			pods:  []Pod{{Node: "s", Containers: [][]Share{whole("s", 81920, 1, 2)}}},
+			best:  0, multis: 1},
+		{name: "NVSwitch within one NUMA node",
+			nodes: map[string]api.Inventory{"s": numa},
+			pods:  []Pod{{Node: "s", Containers: [][]Share{whole("s", 81920, 2, 3)}}},
+			best:  1, multis: 1},
+		{name: "unknown GPU is not best",
+			nodes: map[string]api.Inventory{"s": numa},
+			pods:  []Pod{{Node: "s", Containers: [][]Share{{share("s", 0, 81920, 100), share("s", 9, 81920, 100)}}}},
+			best:  0, multis: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Pack(tc.nodes, tc.pods)
+			if got.BestLinked != tc.best || got.MultiGPU != tc.multis {
+				t.Errorf("best %d of %d, want %d of %d", got.BestLinked, got.MultiGPU, tc.best, tc.multis)
+			}
+		})
+	}
+}
+
+func TestPlacedPrefix(t *testing.T) {
+	jobs := []trace.Job{{Pods: 1}, {Pods: 2}, {Pods: 1}, {Pods: 4}}
+	tests := []struct {
+		name string
+		pods []Pod
+		want Prefix
+	}{
+		{name: "all placed", // 8 of 8 pods
+			pods: []Pod{{Job: 0, Node: "a"}, {Job: 1, Node: "a"}, {Job: 1, Node: "b"}, {Job: 2, Node: "a"},
+				{Job: 3, Node: "a"}, {Job: 3, Node: "a"}, {Job: 3, Node: "a"}, {Job: 3, Node: "a"}},
+			want: Prefix{Jobs: 4, Pods: 1}},
+		{name: "half a gang stops the walk", // job 1 has 1 of 2 pods: 1 of 8 pods before it
+			pods: []Pod{{Job: 0, Node: "a"}, {Job: 1, Node: "a"}, {Job: 1}, {Job: 2, Node: "a"}},
+			want: Prefix{Jobs: 1, Pods: 1.0 / 8}},
+		{name: "nothing placed",
+			want: Prefix{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, PlacedPrefix(jobs, tc.pods)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseDeviceshare(t *testing.T) {
+	got, err := ParseDeviceshare("GPU-a,NVIDIA,20000,25:GPU-b,NVIDIA,20000,25:;GPU-c,NVIDIA,81920,100:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]Share{
+		{{UUID: "GPU-a", MemoryMiB: 20000, Cores: 25}, {UUID: "GPU-b", MemoryMiB: 20000, Cores: 25}},
+		{{UUID: "GPU-c", MemoryMiB: 81920, Cores: 100}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	for _, bad := range []string{"", "GPU-a,NVIDIA,20000:", "GPU-a,NVIDIA,lots,25:", ",NVIDIA,1,1:", "GPU-a,NVIDIA,-1,25:"} {
+		if _, err := ParseDeviceshare(bad); err == nil {
+			t.Errorf("%q: want an error", bad)
+		}
+	}
+}
+
+func TestFromAssignmentSkipsInitContainers(t *testing.T) {
+	a := api.Assignment{Containers: []api.ContainerAssignment{
+		{Name: "init", Init: true, Devices: []api.DeviceShare{{UUID: "GPU-x", MemoryMiB: 1, Cores: 1}}},
+		{Name: "main", Devices: []api.DeviceShare{{UUID: "GPU-a", MemoryMiB: 8192, Cores: 30}}},
+	}}
+	want := [][]Share{{{UUID: "GPU-a", MemoryMiB: 8192, Cores: 30}}}
+	if diff := cmp.Diff(want, FromAssignment(a)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := Median(tc.in); got != tc.want {
+			t.Errorf("Median(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}

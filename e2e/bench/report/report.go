@@ -1,0 +1,221 @@
+// Package report summarizes benchmark runs (median per setup, ratios
+// against deviceshare) and renders docs/benchmarks.md and its chart.
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"strings"
+	"text/template"
+
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/bench/metrics"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/bench/runner"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/bench/trace"
+)
+
+// Setup names, in table order.
+const (
+	VGPU        = "vgpu"
+	Deviceshare = "deviceshare"
+	CPUOnly     = "cpu-only"
+)
+
+// Machine describes where the runs happened (no host names, no paths).
+type Machine struct {
+	CPUs      int
+	Model     string
+	MemoryGiB int
+	// LoadBefore/LoadAfter: 1-minute load average when the benchmark
+	// started and ended (others share the machine).
+	LoadBefore, LoadAfter float64
+}
+
+// Agents is the node-side processes' memory at the end of the benchmark.
+type Agents struct {
+	DevicePlugins      int
+	DevicePluginRSSMiB float64 // total VmRSS of all device plugins
+	EmulatorRSSMiB     float64
+}
+
+// Input is everything a report is made of.
+type Input struct {
+	Command  string
+	Date     string
+	Machine  Machine
+	Cluster  string // e.g. "200 nodes × 8 GPUs (…)"
+	Seed     uint64
+	Trace    trace.Totals
+	Runs     int
+	Workers  int
+	Timeout  string
+	Stall    string
+	Results  []runner.Result
+	Agents   Agents
+	Sandbox  string // how deviceshare got its in-cluster credentials
+	ChartPNG string // file name of the chart, beside the document
+	// Minutes is the wall time of the whole invocation, cluster start and
+	// stop included.
+	Minutes float64
+}
+
+// Row is the median of one setup's runs.
+type Row struct {
+	Setup               string
+	Runs                int
+	Pods                int
+	Bound               float64
+	AllBoundRuns        int
+	GroupSeconds        float64
+	CreateSeconds       float64
+	BindSeconds         float64
+	PodsPerSecond       float64
+	SchedulerCPUSeconds float64
+	SchedulerPeakRSSMiB float64
+	PrefixPods          float64 // share of the trace placed before the first unschedulable job
+	GPU                 bool    // the packing columns apply: a GPU setup that bound pods
+	GPUsUsed            float64
+	PartlyUsed          float64
+	OverBooked          float64
+	BestLinkedShare     float64 // BestLinked / MultiGPU
+	MultiGPU            float64
+	Unknown             float64
+}
+
+// Summarize returns one row per setup, in the order setups first appear.
+func Summarize(results []runner.Result) []Row {
+	var order []string
+	by := map[string][]runner.Result{}
+	for _, r := range results {
+		if _, ok := by[r.Setup]; !ok {
+			order = append(order, r.Setup)
+		}
+		by[r.Setup] = append(by[r.Setup], r)
+	}
+	var rows []Row
+	for _, name := range order {
+		rs := by[name]
+		med := func(f func(runner.Result) float64) float64 {
+			xs := make([]float64, len(rs))
+			for i, r := range rs {
+				xs[i] = f(r)
+			}
+			return metrics.Median(xs)
+		}
+		row := Row{Setup: name, Runs: len(rs), Pods: rs[0].Pods, GPU: name != CPUOnly}
+		bound := 0
+		for _, r := range rs {
+			bound += r.Bound
+		}
+		row.GPU = row.GPU && bound > 0 // no placement to measure
+		for _, r := range rs {
+			if r.AllBound {
+				row.AllBoundRuns++
+			}
+		}
+		row.Bound = med(func(r runner.Result) float64 { return float64(r.Bound) })
+		row.GroupSeconds = med(func(r runner.Result) float64 { return r.GroupSeconds })
+		row.CreateSeconds = med(func(r runner.Result) float64 { return r.CreateSeconds })
+		row.BindSeconds = med(func(r runner.Result) float64 { return r.BindSeconds })
+		row.PodsPerSecond = med(func(r runner.Result) float64 { return r.PodsPerSecond })
+		row.SchedulerCPUSeconds = med(func(r runner.Result) float64 { return r.SchedulerCPUSeconds })
+		row.SchedulerPeakRSSMiB = med(func(r runner.Result) float64 { return r.SchedulerPeakRSSMiB })
+		row.PrefixPods = med(func(r runner.Result) float64 { return r.Prefix.Pods })
+		row.GPUsUsed = med(func(r runner.Result) float64 { return float64(r.Packing.GPUsUsed) })
+		row.PartlyUsed = med(func(r runner.Result) float64 { return float64(r.Packing.PartlyUsed) })
+		row.OverBooked = med(func(r runner.Result) float64 { return float64(r.Packing.OverBooked) })
+		row.MultiGPU = med(func(r runner.Result) float64 { return float64(r.Packing.MultiGPU) })
+		row.Unknown = med(func(r runner.Result) float64 { return float64(r.Packing.Unknown) })
+		row.BestLinkedShare = med(func(r runner.Result) float64 {
+			if r.Packing.MultiGPU == 0 {
+				return 0
+			}
+			return float64(r.Packing.BestLinked) / float64(r.Packing.MultiGPU)
+		})
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// Headline is our plugin against deviceshare, as README lines.
+func Headline(rows []Row) []string {
+	var v, d *Row
+	for i := range rows {
+		switch rows[i].Setup {
+		case VGPU:
+			v = &rows[i]
+		case Deviceshare:
+			d = &rows[i]
+		}
+	}
+	if v == nil || d == nil {
+		return nil
+	}
+	lines := []string{
+		fmt.Sprintf("Throughput: %s pods/s bound vs deviceshare's %s (%s); scheduler CPU %s vs %s s.",
+			num(v.PodsPerSecond), num(d.PodsPerSecond), ratio(v.PodsPerSecond, d.PodsPerSecond),
+			num(v.SchedulerCPUSeconds), num(d.SchedulerCPUSeconds)),
+		fmt.Sprintf("Packing: %s of the trace placed before the first unschedulable job vs %s (%s vs %s of %d pods bound).",
+			pct(v.PrefixPods), pct(d.PrefixPods), count(v.Bound), count(d.Bound), v.Pods),
+	}
+	if !d.GPU {
+		return append(lines, fmt.Sprintf("Topology and fragmentation: %s of multi-GPU containers on the best-connected GPU set, %s GPUs partly used; deviceshare bound nothing to compare.",
+			pct(v.BestLinkedShare), count(v.PartlyUsed)))
+	}
+	return append(lines, fmt.Sprintf("Topology and fragmentation: %s vs %s of multi-GPU containers on the best-connected GPU set available; %s vs %s GPUs partly used, %s vs %s over-booked.",
+		pct(v.BestLinkedShare), pct(d.BestLinkedShare), count(v.PartlyUsed), count(d.PartlyUsed), count(v.OverBooked), count(d.OverBooked)))
+}
+
+func num(x float64) string {
+	switch {
+	case x == 0:
+		return "0"
+	case math.Abs(x) >= 100:
+		return fmt.Sprintf("%.0f", x)
+	case math.Abs(x) >= 10:
+		return fmt.Sprintf("%.1f", x)
+	default:
+		return fmt.Sprintf("%.2f", x)
+	}
+}
+
+// count renders a median of counts: whole unless it fell between two runs.
+func count(x float64) string {
+	if x == math.Trunc(x) {
+		return fmt.Sprintf("%.0f", x)
+	}
+	return fmt.Sprintf("%.1f", x)
+}
+
+func pct(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) }
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f×", a/b)
+}
+
+// Markdown renders docs/benchmarks.md.
+func Markdown(in Input) (string, error) {
+	rows := Summarize(in.Results)
+	t, err := template.New("doc").Funcs(template.FuncMap{
+		"num": num, "pct": pct, "count": count, "gib": func(mib float64) string { return num(mib / 1024) }, "join": strings.Join,
+		"gpu": func(r Row, s string) string {
+			if !r.GPU {
+				return "—"
+			}
+			return s
+		},
+	}).Parse(docTemplate)
+	if err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	err = t.Execute(&b, struct {
+		Input
+		Rows     []Row
+		Headline []string
+	}{in, rows, Headline(rows)})
+	return b.String(), err
+}

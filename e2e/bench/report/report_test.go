@@ -1,0 +1,120 @@
+package report
+
+import (
+	"bytes"
+	"flag"
+	"image/png"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/bench/metrics"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/bench/runner"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/bench/trace"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+func result(setup string, run int, pps, cpu float64, bound int, prefix float64, p metrics.Packing) runner.Result {
+	return runner.Result{Setup: setup, Run: run, Pods: 100, Bound: bound, AllBound: bound == 100,
+		CreateSeconds: 2, BindSeconds: float64(bound) / pps, PodsPerSecond: pps,
+		SchedulerCPUSeconds: cpu, SchedulerPeakRSSMiB: 200, Prefix: metrics.Prefix{Pods: prefix}, Packing: p}
+}
+
+func sampleInput() Input {
+	good := metrics.Packing{GPUsUsed: 60, PartlyUsed: 4, MultiGPU: 10, BestLinked: 10}
+	bad := metrics.Packing{GPUsUsed: 70, PartlyUsed: 20, OverBooked: 3, MultiGPU: 8, BestLinked: 4}
+	return Input{
+		Command: "make bench-e2e", Date: "2025-01-02",
+		Machine: Machine{CPUs: 2, Model: "Test CPU", MemoryGiB: 8, LoadBefore: 3.5, LoadAfter: 4.25},
+		Cluster: "2 nodes, 16 GPUs", Seed: 1, Trace: trace.Totals{Jobs: 90, Pods: 100, WholeGPUs: 40, MultiGPUContainers: 10},
+		Runs: 3, Workers: 32, Minutes: 18.5, Timeout: "3m0s", Stall: "1m0s", ChartPNG: "benchmarks.png",
+		Agents:  Agents{DevicePlugins: 2, DevicePluginRSSMiB: 61.5, EmulatorRSSMiB: 30},
+		Sandbox: "sees them in a private mount namespace.",
+		Results: []runner.Result{
+			result(VGPU, 1, 50, 10, 100, 1, good), result(Deviceshare, 1, 2, 80, 60, 0.4, bad), result(CPUOnly, 1, 60, 8, 100, 1, metrics.Packing{}),
+			result(VGPU, 2, 40, 12, 100, 1, good), result(Deviceshare, 2, 3, 90, 70, 0.5, bad), result(CPUOnly, 2, 55, 9, 100, 1, metrics.Packing{}),
+			result(VGPU, 3, 45, 11, 100, 1, good), result(Deviceshare, 3, 1, 70, 50, 0.3, bad), result(CPUOnly, 3, 65, 7, 100, 1, metrics.Packing{}),
+		},
+	}
+}
+
+func TestSummarizeTakesMedians(t *testing.T) {
+	rows := Summarize(sampleInput().Results)
+	if len(rows) != 3 || rows[0].Setup != VGPU || rows[1].Setup != Deviceshare || rows[2].Setup != CPUOnly {
+		t.Fatalf("rows %+v: want vgpu, deviceshare, cpu-only", rows)
+	}
+	d := rows[1]
+	// medians of (2,3,1) pods/s, (80,90,70) CPU s, (60,70,50) bound; no run bound all 100.
+	if d.PodsPerSecond != 2 || d.SchedulerCPUSeconds != 80 || d.Bound != 60 || d.AllBoundRuns != 0 || d.BestLinkedShare != 0.5 {
+		t.Errorf("deviceshare row %+v", d)
+	}
+	if rows[2].GPU {
+		t.Error("cpu-only row claims GPUs")
+	}
+}
+
+func TestHeadline(t *testing.T) {
+	got := Headline(Summarize(sampleInput().Results))
+	want := []string{
+		"Throughput: 45.0 pods/s bound vs deviceshare's 2.00 (22.5×); scheduler CPU 11.0 vs 80.0 s.",
+		"Packing: 100% of the trace placed before the first unschedulable job vs 40% (100 vs 60 of 100 pods bound).",
+		"Topology and fragmentation: 100% vs 50% of multi-GPU containers on the best-connected GPU set available; 4 vs 20 GPUs partly used, 0 vs 3 over-booked.",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestNothingBoundHasNoPacking(t *testing.T) {
+	in := sampleInput()
+	for i := range in.Results {
+		if in.Results[i].Setup == Deviceshare {
+			in.Results[i] = result(Deviceshare, i, 0, 3, 0, 0, metrics.Packing{})
+		}
+	}
+	rows := Summarize(in.Results)
+	if rows[1].GPU {
+		t.Error("deviceshare bound nothing yet its packing columns apply")
+	}
+	got := Headline(rows)[2]
+	if want := "Topology and fragmentation: 100% of multi-GPU containers on the best-connected GPU set, 4 GPUs partly used; deviceshare bound nothing to compare."; got != want {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
+func TestMarkdownGolden(t *testing.T) {
+	got, err := Markdown(sampleInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("testdata", "benchmarks.golden.md")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("report changed (-golden +got); rerun with -update if intended:\n%s", diff)
+	}
+}
+
+func TestChartIsAPNG(t *testing.T) {
+	data, err := Chart(Summarize(sampleInput().Results))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := img.Bounds(); b.Dx() < 600 || b.Dy() < 200 {
+		t.Errorf("chart is %v", b)
+	}
+}

@@ -1,0 +1,379 @@
+// Package runner runs one benchmark pass on the local cluster: restart
+// vc-scheduler with a configuration, create the trace's PodGroups and pods
+// with a concurrent client, time creation and binding, sample the
+// scheduler process, read where the pods went and clean up.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	vcclient "volcano.sh/apis/pkg/client/clientset/versioned"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/bench/metrics"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/bench/procstat"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/bench/trace"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/cluster"
+)
+
+// Setup is one scheduler configuration under test.
+type Setup struct {
+	Name          string
+	SchedulerConf string
+	// GPU: pods ask vGPU resources (off: the same pods, CPU and memory only).
+	GPU bool
+	// Placement reads a bound pod's GPU shares from its annotations; nil
+	// for setups without GPUs.
+	Placement func(*corev1.Pod) ([][]metrics.Share, error)
+}
+
+// VGPUPlacement reads our plugin's assignment annotation.
+func VGPUPlacement(p *corev1.Pod) ([][]metrics.Share, error) {
+	v, ok := p.Annotations[api.AssignmentKey]
+	if !ok {
+		return nil, fmt.Errorf("pod %s: no %s", p.Name, api.AssignmentKey)
+	}
+	a, err := api.DecodeAssignment(v)
+	if err != nil {
+		return nil, err
+	}
+	return metrics.FromAssignment(a), nil
+}
+
+// DevicesharePlacement reads Volcano deviceshare's own annotation.
+func DevicesharePlacement(p *corev1.Pod) ([][]metrics.Share, error) {
+	return metrics.ParseDeviceshare(p.Annotations[metrics.DeviceshareIDsKey])
+}
+
+// Options are shared by every run.
+type Options struct {
+	Cluster *cluster.Cluster
+	Kube    kubernetes.Interface // for creation: a client with a high QPS
+	VC      vcclient.Interface
+	Jobs    []trace.Job
+	Tag     string        // names this invocation's namespaces (bench-<tag>-<setup>-<run>)
+	Workers int           // concurrent creators
+	Timeout time.Duration // give up waiting for binds after this
+	Stall   time.Duration // …or when nothing bound for this long after creation
+}
+
+// Result is one run.
+type Result struct {
+	Setup string
+	Run   int
+	Pods  int
+	Bound int
+	// GroupSeconds: creating every PodGroup, before any pod (not timed as binding).
+	GroupSeconds float64
+	// CreateSeconds: first pod create call to the last pod created.
+	CreateSeconds float64
+	// BindSeconds: first pod create call to the last pod bound.
+	BindSeconds float64
+	AllBound    bool
+	// PodsPerSecond: Bound / BindSeconds.
+	PodsPerSecond float64
+	// SchedulerCPUSeconds: user+system CPU of vc-scheduler during the run.
+	SchedulerCPUSeconds float64
+	// SchedulerPeakRSSMiB: vc-scheduler's VmHWM (it is restarted per run).
+	SchedulerPeakRSSMiB float64
+	Prefix              metrics.Prefix
+	Packing             metrics.Packing
+}
+
+// Run performs run number n of setup s. It starts by deleting what
+// earlier runs left (the last run's pods stay until Cleanup).
+func Run(ctx context.Context, o Options, s Setup, n int) (Result, error) {
+	logger := klog.FromContext(ctx).WithValues("setup", s.Name, "run", n)
+	res := Result{Setup: s.Name, Run: n, Pods: trace.Sum(o.Jobs).Pods}
+	ns := fmt.Sprintf("bench-%s-%s-%d", o.Tag, s.Name, n)
+	if err := o.cleanup(ctx); err != nil { // what earlier runs left
+		return res, err
+	}
+	cl := o.Cluster
+	cl.Config.SchedulerConf = s.SchedulerConf
+	if err := cl.RestartScheduler(ctx); err != nil {
+		return res, fmt.Errorf("restarting vc-scheduler with %s: %w", s.SchedulerConf, err)
+	}
+	pid, alive := cl.Config.Pid(cluster.SchedulerName)
+	if !alive {
+		return res, errors.New("vc-scheduler is not running after its restart")
+	}
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{LabelBench: "true"}}}
+	if _, err := o.Kube.CoreV1().Namespaces().Create(ctx, nsObj, metav1.CreateOptions{}); err != nil {
+		return res, err
+	}
+
+	bound := newBindLog()
+	factory := informers.NewSharedInformerFactoryWithOptions(o.Kube, 0, informers.WithNamespace(ns))
+	inf := factory.Core().V1().Pods().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { bound.see(obj) },
+		UpdateFunc: func(_, obj any) { bound.see(obj) },
+	}); err != nil {
+		return res, err
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	factory.Start(stop)
+	factory.WaitForCacheSync(stop)
+
+	before, err := procstat.Read(pid)
+	if err != nil {
+		return res, fmt.Errorf("vc-scheduler: %w", err)
+	}
+	t0 := time.Now()
+	if err := o.createGroups(ctx, ns, s.GPU); err != nil {
+		return res, err
+	}
+	start := time.Now()
+	res.GroupSeconds = start.Sub(t0).Seconds()
+	if err := o.createPods(ctx, ns, s.GPU); err != nil {
+		return res, err
+	}
+	created := time.Now()
+	res.CreateSeconds = created.Sub(start).Seconds()
+	logger.Info("Created", "pods", res.Pods, "seconds", res.CreateSeconds)
+
+	last := o.waitBound(ctx, bound, res.Pods, created)
+	after, err := procstat.Read(pid)
+	if err != nil {
+		return res, fmt.Errorf("vc-scheduler died during the run: %w", err)
+	}
+	res.Bound, res.AllBound = bound.count(), bound.count() == res.Pods
+	if !last.IsZero() {
+		res.BindSeconds = last.Sub(start).Seconds()
+		res.PodsPerSecond = float64(res.Bound) / res.BindSeconds
+	}
+	res.SchedulerCPUSeconds = after.CPUSeconds - before.CPUSeconds
+	res.SchedulerPeakRSSMiB = float64(after.PeakRSSKiB) / 1024
+	logger.Info("Bound", "pods", res.Bound, "of", res.Pods, "seconds", res.BindSeconds)
+
+	pods, nodes, err := o.placements(ctx, ns, s)
+	if err != nil {
+		return res, err
+	}
+	res.Prefix = metrics.PlacedPrefix(o.Jobs, pods)
+	if s.GPU {
+		res.Packing = metrics.Pack(nodes, pods)
+	}
+	return res, nil
+}
+
+// createGroups makes every PodGroup, o.Workers at a time.
+func (o Options) createGroups(ctx context.Context, ns string, gpu bool) error {
+	var fs []func(context.Context) error
+	for _, j := range o.Jobs {
+		fs = append(fs, func(ctx context.Context) error {
+			_, err := o.VC.SchedulingV1beta1().PodGroups(ns).Create(ctx, PodGroup(j, ns, gpu), metav1.CreateOptions{})
+			return err
+		})
+	}
+	if err := parallel(ctx, o.Workers, fs); err != nil {
+		return fmt.Errorf("creating PodGroups: %w", err)
+	}
+	return nil
+}
+
+// createPods makes every pod in trace order, o.Workers at a time.
+func (o Options) createPods(ctx context.Context, ns string, gpu bool) error {
+	var fs []func(context.Context) error
+	for _, j := range o.Jobs {
+		for r := range j.Pods {
+			fs = append(fs, func(ctx context.Context) error {
+				_, err := o.Kube.CoreV1().Pods(ns).Create(ctx, Pod(j, r, ns, gpu), metav1.CreateOptions{})
+				return err
+			})
+		}
+	}
+	if err := parallel(ctx, o.Workers, fs); err != nil {
+		return fmt.Errorf("creating pods: %w", err)
+	}
+	return nil
+}
+
+// parallel runs fs in order with n workers and returns the first error.
+func parallel(ctx context.Context, n int, fs []func(context.Context) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range max(n, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(fs) || ctx.Err() != nil {
+					return
+				}
+				if err := fs[i](ctx); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+// waitBound waits until want pods are bound, or Timeout after creation, or
+// Stall without a new bind once binding has started; it returns the time of
+// the last bind.
+func (o Options) waitBound(ctx context.Context, b *bindLog, want int, created time.Time) time.Time {
+	deadline := created.Add(o.Timeout)
+	for {
+		n, last := b.count(), b.last()
+		stalled := false
+		if !last.IsZero() {
+			stalled = time.Since(maxTime(last, created)) > o.Stall
+		}
+		if n >= want || time.Now().After(deadline) || stalled || ctx.Err() != nil {
+			return last
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// placements reads the pods' nodes and GPU shares and the nodes' inventories.
+func (o Options) placements(ctx context.Context, ns string, s Setup) ([]metrics.Pod, map[string]api.Inventory, error) {
+	logger := klog.FromContext(ctx)
+	list, err := o.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	var pods []metrics.Pod
+	for i := range list.Items {
+		p := &list.Items[i]
+		job, err := strconv.Atoi(p.Labels[LabelJob])
+		if err != nil {
+			return nil, nil, fmt.Errorf("pod %s: label %s: %w", p.Name, LabelJob, err)
+		}
+		mp := metrics.Pod{Job: job, Node: p.Spec.NodeName}
+		if mp.Node != "" && s.Placement != nil {
+			if mp.Containers, err = s.Placement(p); err != nil {
+				logger.V(2).Info("No readable placement", "pod", klog.KObj(p), "err", err)
+			}
+		}
+		pods = append(pods, mp)
+	}
+	nodes := map[string]api.Inventory{}
+	nl, err := o.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, n := range nl.Items {
+		if v, ok := n.Annotations[api.InventoryKey]; ok {
+			inv, err := api.DecodeInventory(v)
+			if err != nil {
+				return nil, nil, fmt.Errorf("node %s: %w", n.Name, err)
+			}
+			nodes[n.Name] = inv
+		}
+	}
+	return pods, nodes, nil
+}
+
+// LabelBench marks the benchmark's namespaces.
+const LabelBench = "volcano-vgpu.io/bench"
+
+// cleanup deletes every benchmark pod in any namespace (at once: grace 0,
+// one call per pod, again until none is left) so the next run starts on
+// empty GPUs, then deletes the benchmark namespaces (their PodGroups go
+// with them) without waiting.
+func (o Options) cleanup(ctx context.Context) error {
+	zero := int64(0)
+	del := metav1.DeleteOptions{GracePeriodSeconds: &zero}
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := o.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: LabelJob})
+		if err != nil {
+			return false, nil
+		}
+		if len(l.Items) == 0 {
+			return true, nil
+		}
+		fs := make([]func(context.Context) error, 0, len(l.Items))
+		for _, p := range l.Items {
+			fs = append(fs, func(ctx context.Context) error {
+				err := o.Kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, del)
+				if apierrors.IsNotFound(err) {
+					return nil
+				}
+				return err
+			})
+		}
+		_ = parallel(ctx, o.Workers, fs) // what failed is retried on the next poll
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("deleting the benchmark's pods: %w", err)
+	}
+	nss, err := o.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: LabelBench})
+	if err != nil {
+		return err
+	}
+	for _, ns := range nss.Items {
+		if err := o.Kube.CoreV1().Namespaces().Delete(ctx, ns.Name, del); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting namespace %s: %w", ns.Name, err)
+		}
+	}
+	return nil
+}
+
+// bindLog records when each pod was first seen bound.
+type bindLog struct {
+	mu    sync.Mutex
+	at    map[string]time.Time
+	lastT time.Time
+}
+
+func newBindLog() *bindLog { return &bindLog{at: map[string]time.Time{}} }
+
+func (b *bindLog) see(obj any) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok || p.Spec.NodeName == "" {
+		return
+	}
+	now := time.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, seen := b.at[p.Name]; !seen {
+		b.at[p.Name], b.lastT = now, now
+	}
+}
+
+func (b *bindLog) count() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.at)
+}
+
+func (b *bindLog) last() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lastT
+}
+
+// Cleanup deletes the benchmark's pods and namespaces.
+func Cleanup(ctx context.Context, o Options) error { return o.cleanup(ctx) }
