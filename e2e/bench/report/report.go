@@ -57,6 +57,8 @@ type Input struct {
 	// Minutes is the wall time of the whole invocation, cluster start and
 	// stop included.
 	Minutes float64
+	// Note is an optional paragraph on deviceshare (e.g. a longer run made by hand).
+	Note string
 }
 
 // Row is the median of one setup's runs.
@@ -139,28 +141,36 @@ func Summarize(results []runner.Result) []Row {
 
 // Headline is our plugin against deviceshare, as README lines.
 func Headline(rows []Row) []string {
-	var v, d *Row
+	var v, d, c *Row
 	for i := range rows {
 		switch rows[i].Setup {
 		case VGPU:
 			v = &rows[i]
 		case Deviceshare:
 			d = &rows[i]
+		case CPUOnly:
+			c = &rows[i]
 		}
 	}
 	if v == nil || d == nil {
 		return nil
 	}
+	ours := fmt.Sprintf("%s of %d pods bound in %s s, %s pods/s", count(v.Bound), v.Pods, num(v.BindSeconds), num(v.PodsPerSecond))
+	if c != nil && c.PodsPerSecond > 0 {
+		ours += fmt.Sprintf(" (%s of Volcano's CPU-only ceiling here, %s pods/s)", pct(v.PodsPerSecond/c.PodsPerSecond), num(c.PodsPerSecond))
+	}
+	theirs := fmt.Sprintf("deviceshare %s pods/s (%s bound), %s the rate", num(d.PodsPerSecond), count(d.Bound), ratio(v.PodsPerSecond, d.PodsPerSecond))
+	if d.Bound == 0 {
+		theirs = "deviceshare bound none"
+	}
 	lines := []string{
-		fmt.Sprintf("Throughput: %s pods/s bound vs deviceshare's %s (%s); scheduler CPU %s vs %s s.",
-			num(v.PodsPerSecond), num(d.PodsPerSecond), ratio(v.PodsPerSecond, d.PodsPerSecond),
-			num(v.SchedulerCPUSeconds), num(d.SchedulerCPUSeconds)),
-		fmt.Sprintf("Packing: %s of the trace placed before the first unschedulable job vs %s (%s vs %s of %d pods bound).",
-			pct(v.PrefixPods), pct(d.PrefixPods), count(v.Bound), count(d.Bound), v.Pods),
+		fmt.Sprintf("Throughput: %s; %s. Scheduler CPU %s vs %s s.", ours, theirs, num(v.SchedulerCPUSeconds), num(d.SchedulerCPUSeconds)),
+		fmt.Sprintf("Packing: %s of the trace placed before the first unschedulable job vs %s for deviceshare.",
+			pct(v.PrefixPods), pct(d.PrefixPods)),
 	}
 	if !d.GPU {
-		return append(lines, fmt.Sprintf("Topology and fragmentation: %s of multi-GPU containers on the best-connected GPU set, %s GPUs partly used; deviceshare bound nothing to compare.",
-			pct(v.BestLinkedShare), count(v.PartlyUsed)))
+		return append(lines, fmt.Sprintf("Topology and fragmentation: %s of multi-GPU containers on the best-connected GPU set available, %s GPUs used, %s partly used, %s over-booked; deviceshare placed nothing to compare.",
+			pct(v.BestLinkedShare), count(v.GPUsUsed), count(v.PartlyUsed), count(v.OverBooked)))
 	}
 	return append(lines, fmt.Sprintf("Topology and fragmentation: %s vs %s of multi-GPU containers on the best-connected GPU set available; %s vs %s GPUs partly used, %s vs %s over-booked.",
 		pct(v.BestLinkedShare), pct(d.BestLinkedShare), count(v.PartlyUsed), count(d.PartlyUsed), count(v.OverBooked), count(d.OverBooked)))

@@ -59,8 +59,9 @@ func TestSummarizeTakesMedians(t *testing.T) {
 func TestHeadline(t *testing.T) {
 	got := Headline(Summarize(sampleInput().Results))
 	want := []string{
-		"Throughput: 45.0 pods/s bound vs deviceshare's 2.00 (22.5×); scheduler CPU 11.0 vs 80.0 s.",
-		"Packing: 100% of the trace placed before the first unschedulable job vs 40% (100 vs 60 of 100 pods bound).",
+		// medians: vgpu 45 pods/s, cpu-only 60 → 75%; deviceshare 2 → 22.5×
+		"Throughput: 100 of 100 pods bound in 2.22 s, 45.0 pods/s (75% of Volcano's CPU-only ceiling here, 60.0 pods/s); deviceshare 2.00 pods/s (60 bound), 22.5× the rate. Scheduler CPU 11.0 vs 80.0 s.",
+		"Packing: 100% of the trace placed before the first unschedulable job vs 40% for deviceshare.",
 		"Topology and fragmentation: 100% vs 50% of multi-GPU containers on the best-connected GPU set available; 4 vs 20 GPUs partly used, 0 vs 3 over-booked.",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -80,7 +81,7 @@ func TestNothingBoundHasNoPacking(t *testing.T) {
 		t.Error("deviceshare bound nothing yet its packing columns apply")
 	}
 	got := Headline(rows)[2]
-	if want := "Topology and fragmentation: 100% of multi-GPU containers on the best-connected GPU set, 4 GPUs partly used; deviceshare bound nothing to compare."; got != want {
+	if want := "Topology and fragmentation: 100% of multi-GPU containers on the best-connected GPU set available, 60 GPUs used, 4 partly used, 0 over-booked; deviceshare placed nothing to compare."; got != want {
 		t.Errorf("got %q\nwant %q", got, want)
 	}
 }

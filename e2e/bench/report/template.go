@@ -81,7 +81,9 @@ syncs blocked on the cache mutex), and its scheduler CPU stays near idle. It is 
 not machine load, and it grows with the number of nodes. (An earlier, longer 200-node measurement on
 this kind of machine saw 383 of 2,000 deviceshare pods bound after 554 s.) When deviceshare binds nothing
 within the run, its packing columns show "—": there is no placement to measure.
-
+{{with .Note}}
+{{.}}
+{{end}}
 ## Machine
 
 {{.Machine.CPUs}} cores ({{.Machine.Model}}), {{.Machine.MemoryGiB}} GiB, **shared**: other engineers ran builds and

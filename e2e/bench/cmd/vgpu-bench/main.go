@@ -51,6 +51,7 @@ type flags struct {
 	noreport bool
 	from     string
 	results  string
+	note     string
 }
 
 func main() {
@@ -85,6 +86,7 @@ func main() {
 	flag.StringVar(&f.command, "command", "make bench-e2e", "the command shown in the report")
 	flag.BoolVar(&f.noreport, "no-report", false, "write only the raw results (-results)")
 	flag.StringVar(&f.results, "results", "_output/bench/results.json", "raw results to write (relative to the repository)")
+	flag.StringVar(&f.note, "note", "", "a paragraph added to the report's deviceshare section")
 	flag.StringVar(&f.from, "from", "", "render the report from this results.json instead of running")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -126,6 +128,9 @@ func run(ctx context.Context, f flags) (err error) {
 		if in.Workers == 0 { // results written before the field existed
 			in.Workers = f.workers
 		}
+		if f.note != "" {
+			in.Note = f.note
+		}
 		return writeReport(root, f, in)
 	}
 	self, err := os.Executable()
@@ -145,7 +150,7 @@ func run(ctx context.Context, f flags) (err error) {
 	}
 	began := time.Now()
 	in := report.Input{Command: f.command, Date: time.Now().UTC().Format("2006-01-02"), Machine: machine(), Seed: f.seed,
-		Trace: trace.Sum(jobs), Runs: f.runs, Workers: f.workers, Timeout: f.timeout.String(), Stall: f.stall.String(), ChartPNG: filepath.Base(f.chart)}
+		Note: f.note, Trace: trace.Sum(jobs), Runs: f.runs, Workers: f.workers, Timeout: f.timeout.String(), Stall: f.stall.String(), ChartPNG: filepath.Base(f.chart)}
 
 	cl, err := cluster.Up(ctx, cfg)
 	if err != nil {
