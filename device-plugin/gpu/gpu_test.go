@@ -2,8 +2,6 @@ package gpu_test
 
 import (
 	"errors"
-	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -14,20 +12,12 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/gpu"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/nvmlsim"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig/simtest"
 )
 
 func simNode(t testing.TB, name string) simconfig.Node {
 	t.Helper()
-	_, here, _, _ := runtime.Caller(0)
-	f, err := simconfig.Load(filepath.Join(filepath.Dir(here), "..", "..", "config", "sim", "local.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, ok := f.Find(name)
-	if !ok {
-		t.Fatalf("no node %s in local.yaml", name)
-	}
-	return n
+	return simtest.LocalNode(t, name)
 }
 
 func open(t testing.TB, node simconfig.Node) gpu.DeviceLib {

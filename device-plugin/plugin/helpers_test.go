@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +23,7 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/podresources"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/replica"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig/simtest"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 )
 
@@ -34,16 +33,7 @@ const testNode = "a100-40g-0"
 
 func simNode(t testing.TB, name string) simconfig.Node {
 	t.Helper()
-	_, here, _, _ := runtime.Caller(0)
-	f, err := simconfig.Load(filepath.Join(filepath.Dir(here), "..", "..", "config", "sim", "local.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, ok := f.Find(name)
-	if !ok {
-		t.Fatalf("no node %s", name)
-	}
-	return n
+	return simtest.LocalNode(t, name)
 }
 
 // jsonLimiter stands in for api.LimiterConfig in tests: readable bytes.

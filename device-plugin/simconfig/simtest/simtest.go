@@ -1,0 +1,25 @@
+// Package simtest gives tests the simulated nodes of config/sim/local.yaml.
+package simtest
+
+import (
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig"
+)
+
+// LocalNode returns the named node of config/sim/local.yaml or fails t.
+func LocalNode(t testing.TB, name string) simconfig.Node {
+	t.Helper()
+	_, here, _, _ := runtime.Caller(0)
+	f, err := simconfig.Load(filepath.Join(filepath.Dir(here), "..", "..", "..", "config", "sim", "local.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, ok := f.Find(name)
+	if !ok {
+		t.Fatalf("no node %s in config/sim/local.yaml", name)
+	}
+	return n
+}
