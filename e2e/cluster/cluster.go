@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -45,8 +46,34 @@ type component struct {
 }
 
 // Up starts whatever part of the cluster is not running and waits until all
-// of it is ready. It is idempotent.
+// of it is ready. It is idempotent. When it fails, it stops every process it
+// started itself (what it found running and reused stays), so a failed start
+// leaves nothing behind for the next run to trip over.
 func Up(ctx context.Context, cfg Config) (*Cluster, error) {
+	before := Status(cfg)
+	cl, err := up(ctx, cfg)
+	if err == nil {
+		return cl, nil
+	}
+	if serr := cfg.stopStartedSince(context.WithoutCancel(ctx), before); serr != nil {
+		return nil, fmt.Errorf("%w (and stopping what this start launched: %v)", err, serr)
+	}
+	return nil, err
+}
+
+// stopStartedSince stops every live process that was not alive in before
+// (a Status taken earlier).
+func (c Config) stopStartedSince(ctx context.Context, before map[string]bool) error {
+	var started []string
+	for name, alive := range Status(c) {
+		if alive && !before[name] {
+			started = append(started, name)
+		}
+	}
+	return c.stopAll(ctx, started)
+}
+
+func up(ctx context.Context, cfg Config) (*Cluster, error) {
 	logger := klog.FromContext(ctx)
 	sim, err := simconfig.Load(cfg.SimFile)
 	if err != nil {
@@ -275,32 +302,46 @@ func (cl *Cluster) connect(cr credentials) error {
 // Down stops every process the harness started, newest first, and removes
 // the cluster's state.
 func Down(ctx context.Context, cfg Config) error {
-	logger := klog.FromContext(ctx)
-	order := []string{"kwok", "vc-scheduler", "vc-controller-manager", "kube-controller-manager", "vc-webhook-manager", "kube-apiserver", "etcd"}
-	// Node agents first, then the control plane in reverse start order.
-	names := cfg.pidNames()
-	var rest []string
-	for _, n := range names {
-		if !slices.Contains(order, n) {
-			rest = append(rest, n)
-		}
-	}
-	var errs []string
-	for _, n := range append(rest, order...) {
-		if pid, alive := cfg.running(n); alive {
-			logger.Info("Stopping", "component", n, "pid", pid)
-		}
-		if err := cfg.stop(n, 10*time.Second); err != nil {
-			errs = append(errs, err.Error())
-		}
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("cluster-down: %s", strings.Join(errs, "; "))
+	if err := cfg.stopAll(ctx, cfg.pidNames()); err != nil {
+		return fmt.Errorf("cluster-down: %w", err)
 	}
 	if err := os.RemoveAll(cfg.SocketDir); err != nil {
 		return err
 	}
 	return os.RemoveAll(cfg.StateDir)
+}
+
+// stopOrder is the control plane in reverse start order.
+var stopOrder = []string{"kwok", SchedulerName, "vc-controller-manager", "kube-controller-manager", "vc-webhook-manager", "kube-apiserver", "etcd"}
+
+// stopAll stops the named processes: node agents first, then the control
+// plane in reverse start order.
+func (c Config) stopAll(ctx context.Context, names []string) error {
+	logger := klog.FromContext(ctx)
+	var ordered []string
+	for _, n := range names {
+		if !slices.Contains(stopOrder, n) {
+			ordered = append(ordered, n)
+		}
+	}
+	for _, n := range stopOrder {
+		if slices.Contains(names, n) {
+			ordered = append(ordered, n)
+		}
+	}
+	var errs []string
+	for _, n := range ordered {
+		if pid, alive := c.running(n); alive {
+			logger.Info("Stopping", "component", n, "pid", pid)
+		}
+		if err := c.stop(n, 10*time.Second); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 // Status lists the harness's processes and whether each is alive.

@@ -25,25 +25,82 @@ type proc struct {
 func (c Config) pidFile(name string) string { return filepath.Join(c.pidDir(), name+".pid") }
 
 // running returns the pid of the named process if its pid file names a live
-// process that is still the binary we started.
+// process that is still the one we started: same pid and same start time
+// (field 22 of /proc/<pid>/stat, fixed at fork, so it can be read at once
+// after Start and a recycled pid never matches). A zombie is not running.
 func (c Config) running(name string) (int, bool) {
 	data, err := os.ReadFile(c.pidFile(name))
 	if err != nil {
 		return 0, false
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil || pid <= 0 {
+	id, err := parseProcID(string(data))
+	if err != nil {
 		return 0, false
 	}
-	if err := syscall.Kill(pid, 0); err != nil {
-		return pid, false
+	st, err := readProcStat(id.pid)
+	if err != nil || st.state == 'Z' || st.state == 'X' {
+		return id.pid, false
 	}
-	// A recycled pid belongs to another program: check /proc/<pid>/cmdline.
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err == nil && !strings.HasPrefix(string(cmdline), c.BinDir) {
-		return pid, false
+	return id.pid, st.startTime == id.startTime
+}
+
+// procID names one process for its whole life: a pid alone is reused by the
+// kernel, a pid with its start time (clock ticks after boot) is not.
+type procID struct {
+	pid       int
+	startTime uint64
+}
+
+func (p procID) String() string { return fmt.Sprintf("%d %d\n", p.pid, p.startTime) }
+
+// parseProcID reads a pid file: "<pid> <start time>".
+func parseProcID(s string) (procID, error) {
+	f := strings.Fields(s)
+	if len(f) != 2 {
+		return procID{}, fmt.Errorf("pid file %q: want \"<pid> <start time>\"", s)
 	}
-	return pid, true
+	pid, err := strconv.Atoi(f[0])
+	if err != nil || pid <= 0 {
+		return procID{}, fmt.Errorf("pid file %q: bad pid", s)
+	}
+	start, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil {
+		return procID{}, fmt.Errorf("pid file %q: bad start time", s)
+	}
+	return procID{pid: pid, startTime: start}, nil
+}
+
+type procStat struct {
+	state     byte
+	startTime uint64
+}
+
+// readProcStat reads state and start time from /proc/<pid>/stat. The
+// command name (field 2) may hold spaces and parentheses, so fields are
+// counted from the last ')'.
+func readProcStat(pid int) (procStat, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procStat{}, err
+	}
+	return parseProcStat(string(data))
+}
+
+func parseProcStat(s string) (procStat, error) {
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return procStat{}, fmt.Errorf("proc stat %q: no command name", s)
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state); start time is field 22.
+	if len(f) < 20 || len(f[0]) != 1 {
+		return procStat{}, fmt.Errorf("proc stat %q: too few fields", s)
+	}
+	start, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return procStat{}, fmt.Errorf("proc stat: start time %q: %w", f[19], err)
+	}
+	return procStat{state: f[0][0], startTime: start}, nil
 }
 
 // outdated reports whether the named process runs an older build of its
@@ -85,10 +142,18 @@ func (c Config) start(p proc) (int, error) {
 		return 0, fmt.Errorf("start %s: %w", p.name, err)
 	}
 	pid := cmd.Process.Pid
-	// Reap the child if it dies while we still run, so it does not linger as
-	// a zombie that kill(pid, 0) would report alive.
+	// The child cannot be reaped before Wait, so its /proc entry exists now
+	// (as a zombie at worst) and carries its start time.
+	st, statErr := readProcStat(pid)
+	// Reap the child if it dies while we still run.
 	go func() { _ = cmd.Wait() }()
-	if err := os.WriteFile(c.pidFile(p.name), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+	if statErr != nil {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		return 0, fmt.Errorf("start %s: read its start time: %w", p.name, statErr)
+	}
+	id := procID{pid: pid, startTime: st.startTime}
+	if err := writeFileAtomic(c.pidFile(p.name), []byte(id.String())); err != nil {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		return 0, err
 	}
 	return pid, nil
@@ -116,6 +181,16 @@ func (c Config) stop(name string, grace time.Duration) error {
 		return fmt.Errorf("kill %s (pid %d): %w", name, pid, err)
 	}
 	return nil
+}
+
+// writeFileAtomic replaces path with data so that a reader never sees a
+// partly written file.
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // pidNames lists the processes that have pid files.

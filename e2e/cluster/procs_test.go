@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig"
 )
 
@@ -27,9 +29,11 @@ func TestStalePidFileIsNotRunning(t *testing.T) {
 		name, content string
 	}{
 		{"dead pid", "999999999"},
+		{"dead pid with start time", "999999999 12345"},
 		{"garbage", "not-a-pid"},
-		// pid 1 lives but is not one of our binaries (its cmdline is outside BinDir).
-		{"recycled pid", "1"},
+		{"pid without start time", "1"},
+		// pid 1 lives but started at another time than the process we recorded.
+		{"recycled pid", "1 999999999999"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,8 +67,8 @@ func TestStartStopRealProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	data, _ := os.ReadFile(cfg.pidFile("sleeper"))
-	if string(data) != strconv.Itoa(pid) {
-		t.Fatalf("pid file %q, want %d", data, pid)
+	if f := strings.Fields(string(data)); len(f) != 2 || f[0] != strconv.Itoa(pid) {
+		t.Fatalf("pid file %q, want %d and its start time", data, pid)
 	}
 	if err := cfg.stop("sleeper", 5*time.Second); err != nil {
 		t.Fatal(err)
@@ -129,5 +133,89 @@ func TestNodeObject(t *testing.T) {
 	}
 	if got := n.Status.Allocatable.Cpu().String(); got != "128" {
 		t.Errorf("cpu = %s, want 128", got)
+	}
+}
+
+// A process is ours from the moment Start returns: nothing read right after
+// Start (such as a still empty /proc/<pid>/cmdline) may make it look dead.
+func TestRunningRightAfterStart(t *testing.T) {
+	cfg := testConfig(t)
+	if err := os.MkdirAll(cfg.BinDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sleep := filepath.Join(cfg.BinDir, "sleeper")
+	if err := os.WriteFile(sleep, []byte("#!/bin/sh\nexec sleep 60\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		name := fmt.Sprintf("sleeper-%d", i)
+		if _, err := cfg.start(proc{name: name, args: []string{sleep}}); err != nil {
+			t.Fatal(err)
+		}
+		_, alive := cfg.running(name)
+		if err := cfg.stop(name, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if !alive {
+			t.Fatalf("start %d: process reported dead right after it was started", i)
+		}
+		if _, alive := cfg.running(name); alive {
+			t.Fatalf("start %d: process alive after stop", i)
+		}
+	}
+}
+
+func TestStopStartedSinceKeepsWhatRanBefore(t *testing.T) {
+	cfg := testConfig(t)
+	if err := os.MkdirAll(cfg.BinDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sleep := filepath.Join(cfg.BinDir, "sleeper")
+	if err := os.WriteFile(sleep, []byte("#!/bin/sh\nexec sleep 60\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cfg.start(proc{name: "etcd", args: []string{sleep}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cfg.stop("etcd", 5*time.Second) })
+	before := Status(cfg) // etcd was running before this "start"
+	for _, n := range []string{"kube-apiserver", "vgpu-device-plugin-n1"} {
+		if _, err := cfg.start(proc{name: n, args: []string{sleep}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cfg.stopStartedSince(context.Background(), before); err != nil {
+		t.Fatal(err)
+	}
+	got := Status(cfg)
+	want := map[string]bool{"etcd": true}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("after stopping what the failed start launched (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseProcStat(t *testing.T) {
+	tests := []struct {
+		name, stat string
+		want       procStat
+		wantErr    bool
+	}{
+		{name: "plain", stat: "42 (etcd) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 9 0 777 1000 10",
+			want: procStat{state: 'S', startTime: 777}},
+		{name: "name with spaces and parentheses", stat: "42 (a) b (c) Z 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 9 0 123 1000 10",
+			want: procStat{state: 'Z', startTime: 123}},
+		{name: "truncated", stat: "42 (etcd) S 1 42", wantErr: true},
+		{name: "no name", stat: "42 etcd S", wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseProcStat(tc.stat)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
+			}
+			if got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }

@@ -48,19 +48,10 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	fresh := true // no process of this cluster runs yet
-	for _, alive := range cluster.Status(cfg) {
-		fresh = fresh && !alive
-	}
+	// Up stops whatever it started itself when it fails.
 	cl, err := cluster.Up(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: local cluster:", err)
-		if fresh && os.Getenv("VGPU_KEEP_CLUSTER") == "" {
-			// Leave nothing behind that the next run would trip over.
-			if err := cluster.Down(ctx, cfg); err != nil {
-				fmt.Fprintln(os.Stderr, "e2e: cluster-down:", err)
-			}
-		}
 		return 1
 	}
 	if cl.Started && os.Getenv("VGPU_KEEP_CLUSTER") == "" {
