@@ -20,13 +20,14 @@ UPSTREAM := $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(B
 # Our binaries are always handed to `go build`, whose cache makes a no-op fast.
 
 .PHONY: build deps ours limiter upstream cluster cluster-down cluster-status demo \
-        test vet unit ctest e2e bench clean help
+        test vet unit ctest e2e bench clean help fresh-check
 
 help:
 	@echo "make demo          build, start the local cluster, run a vGPU Volcano Job, show its GPUs"
 	@echo "make test          vet + Go unit tests + C limiter tests + end-to-end tests"
 	@echo "make cluster       start (or reuse) the local cluster; make cluster-down stops it"
 	@echo "make bench         Go and C microbenchmarks (not part of make test)"
+	@echo "make fresh-check   make demo + make test on a clean clone of HEAD in a temp dir"
 	@echo "make bench-e2e     200-node benchmark against Volcano deviceshare -> docs/benchmarks.md"
 
 build: ours upstream limiter $(OUT)/crds/.done $(OUT)/kwok-stages/.done
@@ -123,6 +124,11 @@ e2e: build
 	VGPU_CLUSTER_PORT_BASE=$(E2E_PORT_BASE) $(GO) test -count=1 -tags e2e -timeout 30m ./e2e/tests/ -v -args -v=0 2>&1 | tee $(OUT)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
 test: vet unit installer-test ctest e2e
+
+# README's two commands on a clean clone of HEAD in a temp dir (see the script
+# for FRESH_RUNS, FRESH_LOAD, FRESH_CACHES). Not part of make test.
+fresh-check:
+	e2e/fresh-check.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./api/... ./plugins/... ./device-plugin/...
