@@ -5,6 +5,9 @@ package tests
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -70,4 +73,54 @@ func waitPodsRunning(t *testing.T, ctx context.Context, ns string, n int) []core
 		return nil
 	})
 	return pods
+}
+
+// schedulerSessions reads how many scheduling sessions vc-scheduler has
+// completed (Volcano's e2e latency histogram counts one per session).
+func schedulerSessions(ctx context.Context) (int64, error) {
+	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", shared.cl.Config.Ports.SchedulerMetrics)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	const metric = "volcano_e2e_scheduling_latency_milliseconds_count "
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, metric); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return int64(f), err
+		}
+	}
+	return 0, fmt.Errorf("%s: no %s", url, strings.TrimSpace(metric))
+}
+
+// waitSchedulerSessions waits until vc-scheduler has completed n more whole
+// sessions, so a test that checks something stays pending knows the
+// scheduler has looked at it since, instead of sleeping a guessed time.
+func waitSchedulerSessions(t *testing.T, ctx context.Context, n int64) {
+	t.Helper()
+	start, err := schedulerSessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, fmt.Sprintf("%d more scheduling sessions", n), func() error {
+		now, err := schedulerSessions(ctx)
+		if err != nil {
+			return err
+		}
+		// A session that was already running when we started counts only
+		// after the next one: hence n+1.
+		if now < start+n+1 {
+			return fmt.Errorf("%d of %d sessions done", now-start, n+1)
+		}
+		return nil
+	})
 }

@@ -54,7 +54,7 @@ func TestScenarioFillNodeByMemory(t *testing.T) {
 	// resource fit says so before the vgpu plugin's per-GPU reason would.
 	msg := waitUnschedulable(t, ctx, ns, extra, "Insufficient volcano.sh/vgpu-memory", "no GPU with 1024 MiB free")
 	t.Logf("one more task on the full node: %s", msg)
-	time.Sleep(2 * time.Second) // several scheduling cycles: it must stay pending
+	waitSchedulerSessions(t, ctx, 3) // it must stay pending through several sessions
 	running, pending := splitBound(listPods(t, ctx, ns))
 	if len(running) != 8 || len(pending) != 1 {
 		t.Fatalf("%d running, %d pending; want the 8 fillers running and one-more pending", len(running), len(pending))

@@ -82,7 +82,7 @@ func TestScenarioSuspendResumeDeleteComplete(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(2 * time.Second) // several scheduling cycles
+	waitSchedulerSessions(t, ctx, 3)
 	for _, p := range jobPods(t, ctx, ns, "hold") {
 		if p.Spec.NodeName != "" || p.Annotations[api.AssignmentKey] != "" {
 			t.Errorf("resumed %s placed (%q) beside the waiter: the gang cannot fit", p.Name, p.Spec.NodeName)

@@ -191,7 +191,7 @@ func TestUnfittableGangLeavesNothing(t *testing.T) {
 		}
 		return fmt.Errorf("no pod has a PodScheduled=False condition naming the GPU shortfall yet")
 	})
-	time.Sleep(3 * time.Second) // several scheduling cycles
+	waitSchedulerSessions(t, ctx, 3)
 	pods, err := shared.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
