@@ -84,7 +84,7 @@ func (e *Emulator) Run(ctx context.Context) error {
 	defer cancel()
 	errs := make(chan error, len(e.nodes))
 	for _, n := range e.nodes {
-		if err := n.start(ctx); err != nil {
+		if err := n.start(ctx, &wg); err != nil {
 			return err
 		}
 	}

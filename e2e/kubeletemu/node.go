@@ -62,8 +62,11 @@ func (n *Node) PodResourcesSocket() string {
 func (n *Node) RecordsDir() string { return filepath.Join(n.dir, "records") }
 
 // start cleans the device-plugins directory as kubelet does at start,
-// restores earlier admissions, and serves the two kubelet sockets.
-func (n *Node) start(ctx context.Context) error {
+// restores earlier admissions, and serves the two kubelet sockets until ctx
+// ends. The servers stop (and their listeners unlink the socket files) under
+// wg, so Run returns only after that: an emulator started next cannot have its
+// fresh sockets unlinked by a previous one still shutting down.
+func (n *Node) start(ctx context.Context, wg *sync.WaitGroup) error {
 	for _, d := range []string{n.PluginsDir(), filepath.Dir(n.PodResourcesSocket()), n.RecordsDir()} {
 		if err := ensureDir(d); err != nil {
 			return err
@@ -92,8 +95,10 @@ func (n *Node) start(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("kubelet emulator, node %s: %w", n.name, err)
 		}
-		go func() { _ = s.srv.Serve(lis) }()
+		wg.Add(2)
+		go func() { defer wg.Done(); _ = s.srv.Serve(lis) }()
 		go func() {
+			defer wg.Done()
 			<-ctx.Done()
 			s.srv.Stop()
 		}()
