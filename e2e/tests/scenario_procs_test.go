@@ -5,10 +5,8 @@ package tests
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -37,46 +35,29 @@ func vcctl(t *testing.T, ctx context.Context, args ...string) string {
 // may run outside the test goroutine: it reports, never fails the test.
 func killComponent(name string) (int, error) {
 	cfg := shared.cl.Config
-	data, err := os.ReadFile(filepath.Join(cfg.StateDir, "pids", name+".pid"))
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", name, err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil {
-		return 0, fmt.Errorf("%s: pid file: %w", name, err)
-	}
-	if !processOf(pid, cfg.BinDir) {
+	pid, alive := cfg.Pid(name)
+	if !alive {
 		return pid, fmt.Errorf("%s: pid %d is not a running process of this cluster", name, pid)
 	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		return pid, fmt.Errorf("kill %s (pid %d): %w", name, pid, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for processOf(pid, cfg.BinDir) {
+	for {
+		if _, alive := cfg.Pid(name); !alive {
+			return pid, nil
+		}
 		if time.Now().After(deadline) {
 			return pid, fmt.Errorf("%s (pid %d) survived SIGKILL", name, pid)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return pid, nil
 }
 
-// processOf reports whether pid is a live (not zombie) process started from
-// binDir.
-func processOf(pid int, binDir string) bool {
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return err == nil && strings.HasPrefix(string(cmdline), binDir)
-}
-
-// componentPid returns the pid a component's pid file names.
-func componentPid(t *testing.T, name string) int {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(shared.cl.Config.StateDir, "pids", name+".pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
-	return pid
+// componentPid returns the pid of a component and whether that process
+// (same pid and start time as the harness recorded) is alive.
+func componentPid(name string) (int, bool) {
+	return shared.cl.Config.Pid(name)
 }
 
 // restartMissing runs cluster.Up, which starts what is not running and waits

@@ -116,7 +116,7 @@ func TestScenarioMalformedAssignment(t *testing.T) {
 	defer cancel()
 	const node = "a100-40g-1"
 	ns := newNamespace(t, ctx)
-	pidBefore := componentPid(t, cluster.DevicePluginName(node))
+	pidBefore, _ := componentPid(cluster.DevicePluginName(node))
 
 	for _, c := range []struct{ name, value, want string }{
 		{"truncated", `{"version":"v1","podUID":"x","containers":[{"name":"main"`, "expected a valid JSON object"},
@@ -159,8 +159,8 @@ func TestScenarioMalformedAssignment(t *testing.T) {
 	}
 
 	// The plugin did not crash and still serves a well-formed pod.
-	if pid := componentPid(t, cluster.DevicePluginName(node)); pid != pidBefore || !processOf(pid, shared.cl.Config.BinDir) {
-		t.Fatalf("device plugin of %s: pid %d before, %d now (alive: %t)", node, pidBefore, pid, processOf(pid, shared.cl.Config.BinDir))
+	if pid, alive := componentPid(cluster.DevicePluginName(node)); pid != pidBefore || !alive {
+		t.Fatalf("device plugin of %s: pid %d before, %d now (alive: %t)", node, pidBefore, pid, alive)
 	}
 	runPod(t, ctx, gpuPod(ns, "good", node, 1, 1024, 10))
 }
