@@ -104,8 +104,15 @@ func spreadNode(s nodeScore) float64 {
 	return MaxScore * (float64(s.placed-s.siblings) + 1 - s.util) / float64(s.placed+1)
 }
 
+// linkBand splits the score range for requests with multi-GPU containers: a
+// placement whose sets are as well linked as the node's topology allows scores
+// in [linkBand, MaxScore], one that settles for weaker links below linkBand,
+// so no utilisation or gang-affinity gain outweighs link quality.
+const linkBand = MaxScore / 2
+
 // ScoreNode rates node for req placed as p (from Fit on that node) under the
 // node-level policy, in 0..MaxScore. gang may be nil. An unknown policy scores 0.
+// Link quality comes first for multi-GPU containers (see linkBand).
 func ScoreNode(req *Request, node *Node, p Placement, gang *GangView, policy Policy) float64 {
 	var f Fitter
 	return f.ScoreNode(req, node, p, gang, policy)
@@ -138,7 +145,61 @@ func (f *Fitter) ScoreNode(req *Request, node *Node, p Placement, gang *GangView
 		}
 		s.colocate = min(s.colocate, s.total)
 	}
-	return min(max(score(s), 0), MaxScore)
+	v := min(max(score(s), 0), MaxScore)
+	switch f.linkQuality(req, node, &p) {
+	case linksBest:
+		return linkBand + v*(MaxScore-linkBand)/MaxScore
+	case linksShort:
+		return v * (linkBand - 1) / MaxScore
+	}
+	return v
+}
+
+// linkGrade says how a placement's multi-GPU sets compare with the best the
+// node's topology offers for their size.
+type linkGrade int
+
+const (
+	linksIrrelevant linkGrade = iota // no multi-GPU container that cares about links
+	linksBest                        // every set's weakest pair is as strong as the topology allows
+	linksShort                       // some set settles for weaker links than the node could give
+)
+
+// linkQuality grades p's sets on node: each multi-GPU container's weakest-pair
+// NVLink count against the best any set of that size of the node's healthy,
+// matching GPUs can have, whatever their usage.
+func (f *Fitter) linkQuality(req *Request, node *Node, p *Placement) linkGrade {
+	if req.topology() == TopologyNone {
+		return linksIrrelevant
+	}
+	grade := linksIrrelevant
+	for _, cp := range p.Containers {
+		n := len(cp.Devices)
+		if n < 2 {
+			continue
+		}
+		f.node, f.req, f.linksOK = node, req, false
+		f.ensureLinks()
+		g := len(node.GPUs)
+		weakest := int64(-1)
+		for i := 0; i < n; i++ {
+			a := node.pos(cp.Devices[i].UUID, cp.Devices[i].Pos)
+			for j := i + 1; j < n; j++ {
+				b := node.pos(cp.Devices[j].UUID, cp.Devices[j].Pos)
+				if a < 0 || b < 0 {
+					return linksShort
+				}
+				if v := int64(f.nv[a*g+b]); weakest < 0 || v < weakest {
+					weakest = v
+				}
+			}
+		}
+		if weakest < f.bestMinNV(n) {
+			return linksShort
+		}
+		grade = linksBest
+	}
+	return grade
 }
 
 // utilisation is the mean of the node's memory and cores fractions over its
@@ -213,7 +274,9 @@ func (f *Fitter) pendingFits(after *Node, gang *GangView) int {
 		}
 		for k := 0; k < pt.Count && fitted < min(want, maxSimulated); k++ {
 			p, reasons := f.sim.Fit(pt.Request, after, nil)
-			if len(reasons) > 0 || Apply(after, p) != nil {
+			// A sibling that would settle for weaker links here than the
+			// node's topology allows is not counted as kept together.
+			if len(reasons) > 0 || f.sim.linkQuality(pt.Request, after, &p) == linksShort || Apply(after, p) != nil {
 				break
 			}
 			fitted++

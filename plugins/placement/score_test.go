@@ -142,3 +142,63 @@ func equalPositions(a, b [][]int) bool {
 	}
 	return true
 }
+
+// TestScoreNodeLinkQuality: a multi-GPU task never follows its siblings (or a
+// fuller node) onto a set with weaker links than the topology offers while a
+// best-linked set is free elsewhere; the e2e TestGangGetsNVLinkPairs shape.
+func TestScoreNodeLinkQuality(t *testing.T) {
+	pair := pt.Req().GPUs(2, 4096, 25).Obj()
+	// NVLink pairs (0,1)(2,3)(4,5)(6,7) with one GPU of every pair full: two
+	// GPUs fit only across pairs.
+	broken := func(name string) *pt.NodeBuilder {
+		return pt.Node(name).GPUs(8, a100, mib).NVLinkPairs().Use(0, mib, 100).Use(2, mib, 100).Use(4, mib, 100).Use(6, mib, 100)
+	}
+	tests := []struct {
+		name       string
+		req        *placement.Request
+		good, weak *placement.Node
+		gang       *placement.GangView
+	}{
+		{name: "fuller node with only PCIe pairs left loses to an emptier NVLinked one",
+			req: pair, good: pt.Node("good").GPUs(8, a100, mib).NVLinkPairs().Obj(), weak: broken("weak").Obj()},
+		{name: "siblings on the weak node do not pull the task onto PCIe", // colocation 3 of 4 there vs 1 of 4
+			req: pair, good: pt.Node("good").GPUs(8, a100, mib).NVLinkPairs().Obj(), weak: broken("weak").Obj(),
+			gang: &placement.GangView{
+				Placed:      map[string]placement.Siblings{"weak": {Tasks: 2, GPUs: []string{"GPU-weak-1", "GPU-weak-3", "GPU-weak-1", "GPU-weak-3"}}},
+				PlacedTasks: 2, Pending: []placement.Pending{{Request: pair, Count: 1}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			good := score(t, tt.req, tt.good, tt.gang, placement.Binpack)
+			weak := score(t, tt.req, tt.weak, tt.gang, placement.Binpack)
+			if weak >= good {
+				t.Errorf("weak-linked node scores %v >= best-linked node %v", weak, good)
+			}
+			if good < 50 || weak >= 50 {
+				t.Errorf("scores good %v, weak %v: want best-linked in [50,100], weaker below 50", good, weak)
+			}
+		})
+	}
+}
+
+// TestPendingFitsCountsOnlyBestLinked: gang lookahead does not count a pending
+// 2-GPU sibling as kept together when it would only get a PCIe pair.
+func TestPendingFitsCountsOnlyBestLinked(t *testing.T) {
+	pair := pt.Req().GPUs(2, 0, 100).Obj()
+	// 4 GPUs, pairs (0,1)(2,3); GPU 2 busy. This task takes (0,1); the pending
+	// one could only get GPUs 3 and nothing else: it does not fit at all. With
+	// GPU 2 free instead of busy it gets (2,3).
+	gang := &placement.GangView{Pending: []placement.Pending{{Request: pair, Count: 1}}}
+	full := pt.Node("n1").GPUs(4, a100, mib).NVLink(0, 1, 4).NVLink(2, 3, 4).Obj()
+	// pending would land on (2,3): NVLinked -> colocate 2 of 2, util 0.5 -> 50 + (100*(1+0.5)/2)/2 = 87.5
+	if got, want := score(t, pair, full, gang, placement.Binpack), 50+100*(1+0.5)/2/2; !near(got, want) {
+		t.Errorf("best-linked sibling fits: %v, want %v", got, want)
+	}
+	// 6 GPUs: pairs (0,1)(2,3), GPUs 4 and 5 unlinked; 2 and 3 busy. This task
+	// takes (0,1); the pending one would get (4,5) over PCIe: not counted.
+	// colocate 1 of 2, util (2 own + 2 busy)/6 -> 50 + (100*(0+4/6)/2)/2
+	weak := pt.Node("n1").GPUs(6, a100, mib).NVLink(0, 1, 4).NVLink(2, 3, 4).Use(2, mib, 100).Use(3, mib, 100).Obj()
+	if got, want := score(t, pair, weak, gang, placement.Binpack), 50+100*(4.0/6)/2/2; !near(got, want) {
+		t.Errorf("sibling only on PCIe: %v, want %v", got, want)
+	}
+}
