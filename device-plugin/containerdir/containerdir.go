@@ -3,6 +3,7 @@
 //	<stateDir>/ld.so.preload                         lists libvcuda.so (mounted at /etc/ld.so.preload)
 //	<stateDir>/containers/<podUID>/<container>/
 //	    vcuda.config      limiter config (mounted read-only)
+//	    vcuda.control     the compute controller's allowances (mounted read-only; only the node writes it)
 //	    allocation.json   what Allocate served (read back after a restart)
 //	    shared/           the limiter's cross-process accounting (mounted read-write)
 //
@@ -13,10 +14,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"syscall"
 	"time"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
@@ -53,7 +56,7 @@ type Record struct {
 type Store struct{ Root string }
 
 // Paths are the host paths of one container's files.
-type Paths struct{ Dir, Config, Shared string }
+type Paths struct{ Dir, Config, Control, Shared string }
 
 var (
 	uidRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,127}$`)
@@ -72,7 +75,8 @@ func (s Store) Paths(podUID, container string) (Paths, error) {
 		return Paths{}, fmt.Errorf("container name %q: expected a DNS label", container)
 	}
 	dir := filepath.Join(s.containers(), podUID, container)
-	return Paths{Dir: dir, Config: filepath.Join(dir, ConfigFile), Shared: filepath.Join(dir, SharedDir)}, nil
+	return Paths{Dir: dir, Config: filepath.Join(dir, ConfigFile), Control: filepath.Join(dir, api.ControlFile),
+		Shared: filepath.Join(dir, SharedDir)}, nil
 }
 
 // WritePreload writes the ld.so.preload file naming the in-container library.
@@ -99,6 +103,11 @@ func (s Store) Write(rec Record, config []byte) (Paths, error) {
 	}
 	if err := writeAtomic(p.Config, config, 0o444); err != nil {
 		return Paths{}, err
+	}
+	if len(rec.Devices) > 0 {
+		if err := CreateControl(p.Control, len(rec.Devices)); err != nil {
+			return Paths{}, err
+		}
 	}
 	rec.Version = RecordVersion
 	b, err := json.MarshalIndent(rec, "", "  ")
@@ -178,4 +187,60 @@ func writeAtomic(path string, data []byte, mode fs.FileMode) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// CreateControl creates a container's control file for n devices with no
+// decision in it (the limiter decides locally until the node's controller
+// writes), or checks the one already there (a container restart keeps it:
+// the mount pins the file, so it is updated in place, never replaced).
+func CreateControl(path string, n int) error {
+	b, err := api.NewControl(n)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		old, err := ReadNoFollow(path, api.ControlFileSize)
+		if err != nil {
+			return fmt.Errorf("control file: %w", err)
+		}
+		if err := api.CheckControl(old, n); err != nil {
+			return fmt.Errorf("control file %s: %w (remove it to start over)", path, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("control file: %w", err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("control file %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("control file %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// ReadNoFollow reads a regular file of exactly size bytes without following
+// a symbolic link or blocking on a FIFO.
+func ReadNoFollow(path string, size int) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() || st.Size() != int64(size) {
+		return nil, fmt.Errorf("%s: %v of %d bytes, want a regular file of %d bytes", path, st.Mode().Type(), st.Size(), size)
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return b, nil
 }

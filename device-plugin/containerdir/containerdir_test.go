@@ -71,3 +71,45 @@ func TestGC(t *testing.T) {
 		t.Errorf("removed (-want +got):\n%s", d) // "young" is not a minute old yet
 	}
 }
+
+func TestControlFileCreatedOnceAndRefusedWhenForged(t *testing.T) {
+	s := Store{Root: t.TempDir()}
+	rec := Record{PodUID: "uid-1", Namespace: "ns", Name: "p", Container: "main",
+		Devices: []api.DeviceShare{{UUID: "GPU-00000000-0000-4000-8000-000000000001", MemoryMiB: 1024, Cores: 30}}}
+	p, err := s.Write(rec, []byte("cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p.Control)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := api.CheckControl(b, 1); err != nil {
+		t.Fatalf("fresh control file: %v", err)
+	}
+	// An allowance the node wrote survives a second Write (a container restart).
+	api.PublishControl(b, 0, api.ControlDevice{Allowance: 42, Mode: api.ControlLimited})
+	if err := os.WriteFile(p.Control, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write(rec, []byte("cfg")); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(p.Control); string(got) != string(b) {
+		t.Error("a second Write replaced the control file")
+	}
+	// A symbolic link in its place is refused, not followed.
+	if err := os.Remove(p.Control); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(t.TempDir(), "elsewhere")
+	if err := os.WriteFile(target, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, p.Control); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write(rec, []byte("cfg")); err == nil {
+		t.Error("Write accepted a symbolic link as the control file")
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/compute"
 )
 
 // Device is one physical GPU as NVML reports it.
@@ -64,10 +65,18 @@ type nvmlLib struct {
 // ErrNVMLNotFound is returned by Open when libnvidia-ml cannot be loaded.
 var ErrNVMLNotFound = errors.New("NVML not found")
 
-// Open loads the node's libnvidia-ml.so.1.
+// Open loads the node's libnvidia-ml.so.1. The library it returns also feeds
+// the compute controller (ComputeSource); a simulated one (New) does not.
 func Open() (DeviceLib, error) {
-	return New(nvml.New())
+	l, err := New(nvml.New())
+	if err != nil {
+		return nil, err
+	}
+	return realLib{l.(*nvmlLib)}, nil
 }
+
+// realLib is the node's own NVML.
+type realLib struct{ *nvmlLib }
 
 // New initializes lib (real or mock) and wraps it.
 func New(lib nvml.Interface) (DeviceLib, error) {
@@ -82,6 +91,9 @@ func New(lib nvml.Interface) (DeviceLib, error) {
 }
 
 func (l *nvmlLib) Shutdown() { _ = l.lib.Shutdown() }
+
+// ComputeSource is the GPU-wide utilization the compute controller runs on.
+func (l realLib) ComputeSource() compute.Source { return &compute.NVMLSource{Lib: l.lib} }
 
 func (l *nvmlLib) Devices() ([]Device, error) {
 	n, ret := l.lib.DeviceGetCount()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -171,6 +172,7 @@ func (p *Plugin) response(rec containerdir.Record, paths containerdir.Paths) *pl
 		},
 		Mounts: []*pluginapi.Mount{
 			{ContainerPath: l.ConfigPath, HostPath: paths.Config, ReadOnly: true},
+			{ContainerPath: filepath.Join(filepath.Dir(l.ConfigPath), api.ControlFile), HostPath: paths.Control, ReadOnly: true},
 			{ContainerPath: l.ContainerLibrary, HostPath: l.HostLibrary, ReadOnly: true},
 			{ContainerPath: l.SharedDir, HostPath: paths.Shared, ReadOnly: false},
 		},

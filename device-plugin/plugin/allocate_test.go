@@ -84,6 +84,7 @@ func TestAllocateResponse(t *testing.T) {
 		},
 		Mounts: []*pluginapi.Mount{
 			{ContainerPath: "/etc/vcuda/vcuda.config", HostPath: dir + "/vcuda.config", ReadOnly: true},
+			{ContainerPath: "/etc/vcuda/vcuda.control", HostPath: dir + "/vcuda.control", ReadOnly: true}, // only the node writes allowances
 			{ContainerPath: "/usr/local/volcano-vgpu/libvcuda.so", HostPath: "/usr/local/volcano-vgpu/libvcuda.so", ReadOnly: true},
 			{ContainerPath: "/var/run/vcuda", HostPath: dir + "/shared", ReadOnly: false},
 			{ContainerPath: "/etc/ld.so.preload", HostPath: e.cfg.StateDir + "/ld.so.preload", ReadOnly: true},

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/compute"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/dpserver"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/nodereport"
 )
@@ -49,6 +51,10 @@ func (p *Plugin) Run(ctx context.Context, restart <-chan struct{}) error {
 	}
 	goRun("node report", func() error { p.reporter().Run(ctx, p.Inventory, p.signal(ctx), 0); return nil })
 	goRun("gc", func() error { p.gcLoop(ctx); return nil })
+	if src, ok := p.opts.Lib.(interface{ ComputeSource() compute.Source }); ok {
+		r := &compute.Runner{Source: src.ComputeSource(), List: p.tenancies, Clock: compute.Monotonic}
+		goRun("compute controller", func() error { return r.Run(ctx) })
+	}
 	if p.opts.Config.Report.HAMi {
 		goRun("deviceshare handshake", func() error { p.hamiLoop(ctx); return nil })
 	}
@@ -63,6 +69,34 @@ func (p *Plugin) Run(ctx context.Context, restart <-chan struct{}) error {
 	case err := <-errs:
 		return err
 	}
+}
+
+// tenancies lists every container allocated here on every GPU, for the
+// compute controller.
+func (p *Plugin) tenancies() ([]compute.Tenancy, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []compute.Tenancy
+	for _, recs := range p.records {
+		for _, rec := range recs {
+			paths, err := p.store.Paths(rec.PodUID, rec.Container)
+			if err != nil {
+				continue
+			}
+			for i, d := range rec.Devices {
+				share := float64(d.Cores) / 100
+				if d.Cores == 0 {
+					share = 1 // no share asked: best effort
+				}
+				out = append(out, compute.Tenancy{
+					Tenant: compute.Tenant{Key: rec.PodUID + "/" + rec.Container, Share: share, Policy: rec.ComputePolicy},
+					UUID:   d.UUID, Index: i, Devices: len(rec.Devices), ControlPath: paths.Control,
+					UsagePath: filepath.Join(paths.Shared, api.UsageFile),
+				})
+			}
+		}
+	}
+	return out, nil
 }
 
 func (p *Plugin) reporter() *nodereport.Reporter {

@@ -10,8 +10,11 @@
  *   FAKEGPU_DIR          state directory (default /tmp/fakegpu-<uid>)
  *   FAKEGPU_NS_PER_BLOCK kernel time per block (default 1000)
  *   FAKEGPU_MAX_QUEUE_US a launch blocks while more than this much work is queued (20000)
- *   FAKEGPU_SAMPLE_US    NVML utilization sample period (default 20000)
+ *   FAKEGPU_SAMPLE_US    NVML device utilization sample period (default 100000: ~10/s)
+ *   FAKEGPU_PROC_SAMPLE_US   per-process utilization sample period (default 1000000)
+ *   FAKEGPU_PROC_NOISE   per-process samples are off by up to this many points (default 20)
  *   FAKEGPU_NVML_PID_OFFSET  NVML reports pid + offset, as a host sees a container's pids
+ *                        (default 4000000: never a pid the process knows as its own)
  */
 #ifndef VCUDA_FAKE_H
 #define VCUDA_FAKE_H
@@ -74,8 +77,8 @@ struct fk_globals {
 	int ndev;
 	struct fk_dev dev[FK_MAX_DEV];
 	struct fk_ctx ctx[FK_MAX_DEV];
-	uint64_t ns_per_block, max_queue_ns, sample_ns;
-	unsigned nvml_pid_offset;
+	uint64_t ns_per_block, max_queue_ns, sample_ns, proc_sample_ns;
+	unsigned nvml_pid_offset, proc_noise;
 	char dir[512];
 	struct vc_htab allocs;       /* device pointer / VMM handle -> (dev, size) */
 	uint64_t bump[FK_MAX_DEV];   /* next 64-bit device address (atomic) */

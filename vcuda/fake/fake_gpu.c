@@ -124,8 +124,14 @@ static void init_once(void)
 	mkdir(fk.dir, 0777);
 	fk.ns_per_block = env_u64("FAKEGPU_NS_PER_BLOCK", 1000);
 	fk.max_queue_ns = env_u64("FAKEGPU_MAX_QUEUE_US", 20000) * 1000;
-	fk.sample_ns = env_u64("FAKEGPU_SAMPLE_US", 20000) * 1000;
-	fk.nvml_pid_offset = (unsigned)env_u64("FAKEGPU_NVML_PID_OFFSET", 0);
+	/* Defaults model a real H100 (driver 580): device utilization ~10 samples/s; per-process
+	 * samples once a second, off by up to 20 points, keyed by host pids (never getpid()). */
+	fk.sample_ns = env_u64("FAKEGPU_SAMPLE_US", 100000) * 1000;
+	fk.proc_sample_ns = env_u64("FAKEGPU_PROC_SAMPLE_US", 1000000) * 1000;
+	fk.proc_noise = (unsigned)env_u64("FAKEGPU_PROC_NOISE", 20);
+	fk.nvml_pid_offset = (unsigned)env_u64("FAKEGPU_NVML_PID_OFFSET", 4000000);
+	if (fk.proc_sample_ns == 0)
+		fk.proc_sample_ns = 1000000000ull;
 	if (fk.sample_ns == 0)
 		fk.sample_ns = 1000000;
 	fk.bump32 = 0x10000000u;

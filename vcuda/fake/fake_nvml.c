@@ -5,6 +5,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "../include/nvml_api.h"
 #include "fake.h"
@@ -120,8 +121,67 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t h, nvmlUtiliza
 	return NVML_SUCCESS;
 }
 
-/* One sample per process that ever launched on the device, for each complete period that
- * ended after last_seen_us (at most 16 periods back). */
+/* Device utilization samples: one per complete period P that ended after last_seen_us (at
+ * most 32 back; only the newest when last_seen_us is 0), value in whole percent, stamped
+ * like the real driver's: wall-clock (CLOCK_REALTIME) microseconds. */
+FK_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t h, nvmlSamplingType_t type,
+					    unsigned long long last_seen_us, nvmlValueType_t *vt,
+					    unsigned int *count, nvmlSample_t *out)
+{
+	DEV_OR_FAIL(i, h);
+	if (type != NVML_GPU_UTILIZATION_SAMPLES)
+		return NVML_ERROR_NOT_SUPPORTED;
+	if (!count)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	struct fk_state *s = fk.dev[i].st;
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	uint64_t now = fk_now(), p = fk.sample_ns, t = now / p * p;
+	uint64_t wall = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+	uint64_t off_us = (wall - now) / 1000; /* monotonic -> wall clock */
+	if (t < p || t / 1000 + off_us <= last_seen_us)
+		return NVML_ERROR_NOT_FOUND;
+	uint64_t nwin = 1;
+	while (last_seen_us && nwin < 32 && t >= (nwin + 1) * p &&
+	       (t - nwin * p) / 1000 + off_us > last_seen_us)
+		nwin++;
+	if (!out) {
+		*count = (unsigned)nwin;
+		return NVML_SUCCESS;
+	}
+	if (vt)
+		*vt = NVML_VALUE_TYPE_UNSIGNED_INT;
+	unsigned n = 0;
+	fk_lock(s);
+	for (uint64_t w = nwin; w-- > 0 && n < *count;) {
+		uint64_t end = t - w * p;
+		uint64_t busy = fk_busy_locked(s, 0, end) - fk_busy_locked(s, 0, end - p);
+		out[n].timeStamp = end / 1000 + off_us;
+		out[n].sampleValue.ullVal = 0;
+		out[n].sampleValue.uiVal = pct(busy, p);
+		n++;
+	}
+	fk_unlock(s);
+	*count = n;
+	return NVML_SUCCESS;
+}
+
+/* Noise of a per-process sample: deterministic in (pid, window), within +-proc_noise. */
+static int proc_noise(int pid, uint64_t end)
+{
+	if (!fk.proc_noise)
+		return 0;
+	uint64_t x = ((uint64_t)(unsigned)pid << 32) ^ (end / 1000);
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	return (int)(x % (2 * fk.proc_noise + 1)) - (int)fk.proc_noise;
+}
+
+/* Per-process samples as a real driver gives them: one per process that ever launched on
+ * the device for each complete period of FAKEGPU_PROC_SAMPLE_US (about a second) that ended
+ * after last_seen_us (at most 16 back), off by up to FAKEGPU_PROC_NOISE points, keyed by
+ * pid + FAKEGPU_NVML_PID_OFFSET (the host's view of a container's pids). */
 FK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
 						       nvmlProcessUtilizationSample_t *out,
 						       unsigned int *count,
@@ -129,7 +189,7 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
 {
 	DEV_OR_FAIL(i, h);
 	struct fk_state *s = fk.dev[i].st;
-	uint64_t p = fk.sample_ns, t = fk_now() / p * p;
+	uint64_t p = fk.proc_sample_ns, t = fk_now() / p * p;
 	if (t / 1000 <= last_seen_us)
 		return NVML_ERROR_NOT_FOUND;
 	uint64_t nwin = 1;
@@ -146,10 +206,11 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
 			if (out && n < *count) {
 				uint64_t busy = fk_busy_locked(s, pid, end) -
 						fk_busy_locked(s, pid, end - p);
+				int v = (int)pct(busy, p) + proc_noise(pid, end);
 				out[n] = (nvmlProcessUtilizationSample_t){
 					.pid = (unsigned)pid + fk.nvml_pid_offset,
 					.timeStamp = end / 1000,
-					.smUtil = pct(busy, p) };
+					.smUtil = (unsigned)(v < 0 ? 0 : v > 100 ? 100 : v) };
 			}
 			n++;
 		}

@@ -30,6 +30,24 @@ typedef struct {
 	unsigned int smUtil, memUtil, encUtil, decUtil;
 } nvmlProcessUtilizationSample_t;
 
+typedef enum { NVML_GPU_UTILIZATION_SAMPLES = 1 } nvmlSamplingType_t;
+typedef enum {
+	NVML_VALUE_TYPE_DOUBLE = 0,
+	NVML_VALUE_TYPE_UNSIGNED_INT = 1,
+	NVML_VALUE_TYPE_UNSIGNED_LONG = 2,
+	NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3,
+} nvmlValueType_t;
+typedef union {
+	double dVal;
+	unsigned int uiVal;
+	unsigned long ulVal;
+	unsigned long long ullVal;
+} nvmlValue_t;
+typedef struct {
+	unsigned long long timeStamp; /* microseconds */
+	nvmlValue_t sampleValue;
+} nvmlSample_t;
+
 #define NVML_UUID_BUFFER_SIZE 96
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t, nvmlMemory_t *);
@@ -40,6 +58,8 @@ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t, char *, unsigned int);
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t, nvmlUtilization_t *);
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t, nvmlProcessUtilizationSample_t *,
 					     unsigned int *, unsigned long long);
+nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t, nvmlSamplingType_t, unsigned long long,
+				  nvmlValueType_t *, unsigned int *, nvmlSample_t *);
 nvmlReturn_t nvmlInit(void);
 nvmlReturn_t nvmlShutdown(void);
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *);

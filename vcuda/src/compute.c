@@ -1,12 +1,15 @@
 /*
  * compute.c - kernel launch admission.
  *
- * Each limited device has two container-wide counters in the shared region: consumed (cost
- * units of every admitted launch) and refilled (cost units allowed so far). A launch adds its
- * cost to consumed with one atomic add and goes on if the sum is within refilled: no lock, no
- * syscall. Otherwise it has borrowed ahead and sleeps until refilled catches up (launches are
- * served in the order they added). refilled grows with time at the rate the sampler's
- * controller sets (sampler.c), capped so an idle container banks at most VC_BURST_NS of it.
+ * Each limited device has two container-wide counters: launched (vcuda.usage: cost units of
+ * every admitted launch, the report the node controller reads) and refilled (the region: cost
+ * units allowed so far). A launch adds its cost to launched with one atomic add and goes on if
+ * the sum is within refilled: no lock, no syscall. Otherwise it has borrowed ahead and takes
+ * the slow path: while the node controller's heartbeat is fresh (node.c) refilled is raised
+ * to the node's allowance, else it grows with time at the local rate (the node's fallback
+ * rate, or the local sampler's controller, sampler.c), capped so an idle container banks at
+ * most VC_BURST_NS of it. A launch beyond the allowance sleeps until it catches up
+ * (launches are served in the order they added).
  * The cost of a launch is blocks x warps per block; of a graph, the sum over its kernel nodes
  * (measured at instantiate). The controller learns what a unit costs in GPU time.
  */
@@ -35,9 +38,23 @@ static void raise_refilled(struct vc_region_dev *rd, uint64_t to)
 	}
 }
 
-/* Advance refilled by rate x elapsed; whoever wins the timestamp race does it. */
-void vc_refill(struct vc_region_dev *rd, uint64_t now)
+/* Local mode switch: rate (cost units per ns) from now on, credit reset to what was used. */
+void vc_set_mode(int idx, uint32_t mode, double rate, uint64_t now)
 {
+	struct vc_region_dev *rd = &vcg.region->dev[idx];
+	uint64_t c = vc_launched(idx);
+	__atomic_store_n(&rd->rate_bits, vc_d2bits(rate), __ATOMIC_RELAXED);
+	__atomic_store_n(&rd->refill_ns, now, __ATOMIC_RELAXED);
+	__atomic_store_n(&rd->refilled, mode == VC_MODE_UNLIMITED ? c + VC_UNLIMITED_CREDIT : c,
+			 __ATOMIC_RELEASE);
+	__atomic_store_n(&rd->mode, mode, __ATOMIC_RELEASE);
+	rd->ctl.err_ns = 0;
+}
+
+/* Advance refilled by rate x elapsed; whoever wins the timestamp race does it. */
+void vc_refill(int idx, uint64_t now)
+{
+	struct vc_region_dev *rd = &vcg.region->dev[idx];
 	uint64_t last = __atomic_load_n(&rd->refill_ns, __ATOMIC_RELAXED);
 	if (now <= last || !__atomic_compare_exchange_n(&rd->refill_ns, &last, now, 0,
 							__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
@@ -47,7 +64,7 @@ void vc_refill(struct vc_region_dev *rd, uint64_t now)
 	uint64_t bank = (uint64_t)(rate * (double)VC_BURST_NS);
 	uint64_t r = __atomic_load_n(&rd->refilled, __ATOMIC_RELAXED);
 	for (;;) {
-		uint64_t c = __atomic_load_n(&rd->consumed, __ATOMIC_RELAXED);
+		uint64_t c = vc_launched(idx);
 		uint64_t nr = r + add;
 		if (nr > c + bank)
 			nr = r > c + bank ? r : c + bank;
@@ -57,15 +74,30 @@ void vc_refill(struct vc_region_dev *rd, uint64_t now)
 	}
 }
 
-CUresult vc_admit_slow(struct vc_region_dev *rd, uint64_t c)
+CUresult vc_admit_slow(int idx, uint64_t c)
 {
+	struct vc_region_dev *rd = &vcg.region->dev[idx];
 	int counted = 0;
 	if (!__atomic_load_n(&vcg.sampler_running, __ATOMIC_RELAXED))
 		vc_start_sampler(); /* first launch after fork */
 	for (;;) {
 		uint32_t mode = __atomic_load_n(&rd->mode, __ATOMIC_ACQUIRE);
-		uint64_t wait;
-		if (mode == VC_MODE_UNLIMITED) {
+		uint64_t wait, now = vc_now();
+		struct vc_node_view nv;
+		int node = vc_node_state(idx, now, &nv);
+		if (node == VC_NODE_FRESH && nv.mode == VCUDA_CONTROL_UNLIMITED) {
+			raise_refilled(rd, c);
+			return CUDA_SUCCESS;
+		}
+		if (node == VC_NODE_FRESH) {
+			uint64_t allowed = vc_node_allowed(&nv, now);
+			if (c <= allowed) {
+				raise_refilled(rd, allowed);
+				return CUDA_SUCCESS;
+			}
+			double w = nv.rate > 0 ? (double)(c - allowed) / nv.rate : 1e6;
+			wait = w < 20000 ? 20000 : w > 20e6 ? 20000000 : (uint64_t)w;
+		} else if (mode == VC_MODE_UNLIMITED) {
 			raise_refilled(rd, c);
 			return CUDA_SUCCESS;
 		}
@@ -78,7 +110,7 @@ CUresult vc_admit_slow(struct vc_region_dev *rd, uint64_t c)
 			}
 			wait = 1000000;
 		} else {
-			vc_refill(rd, vc_now());
+			vc_refill(idx, now);
 			uint64_t r = __atomic_load_n(&rd->refilled, __ATOMIC_ACQUIRE);
 			if (c <= r)
 				return CUDA_SUCCESS;
@@ -87,7 +119,7 @@ CUresult vc_admit_slow(struct vc_region_dev *rd, uint64_t c)
 			wait = w < 20000 ? 20000 : w > 20e6 ? 20000000 : (uint64_t)w;
 		}
 		if (!counted) {
-			__atomic_fetch_add(&rd->waits, 1, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&vcg.usage->dev[idx].waits, 1, __ATOMIC_RELAXED);
 			counted = 1;
 		}
 		__atomic_store_n(&rd->wait_until_ns, vc_now() + wait, __ATOMIC_RELAXED);
@@ -106,11 +138,11 @@ static inline CUresult admit(uint64_t cost)
 		return CUDA_ERROR_INVALID_DEVICE;
 	if (!vcg.dev[idx].limited)
 		return CUDA_SUCCESS;
-	struct vc_region_dev *rd = &vcg.region->dev[idx];
-	uint64_t c = __atomic_add_fetch(&rd->consumed, cost, __ATOMIC_RELAXED);
-	if (__builtin_expect(c <= __atomic_load_n(&rd->refilled, __ATOMIC_ACQUIRE), 1))
+	uint64_t c = __atomic_add_fetch(&vcg.usage->dev[idx].launched, cost, __ATOMIC_RELAXED);
+	if (__builtin_expect(c <= __atomic_load_n(&vcg.region->dev[idx].refilled, __ATOMIC_ACQUIRE),
+			     1))
 		return CUDA_SUCCESS;
-	return vc_admit_slow(rd, c);
+	return vc_admit_slow(idx, c);
 }
 
 #define ENTER()                                        \

@@ -123,7 +123,7 @@ static void init_once(void)
 		return;
 	}
 	if (vc_resolve_real(err, sizeof(err)) != 0 || init_devices(err, sizeof(err)) != 0 ||
-	    vc_region_attach(err, sizeof(err)) != 0) {
+	    vc_region_attach(err, sizeof(err)) != 0 || vc_usage_attach(err, sizeof(err)) != 0) {
 		vc_say_once(VC_MSG_CONFIG, "vcuda: %s: %s (config %s)", REFUSE_HINT, err,
 			    vcg.cfg_path);
 		__atomic_store_n(&vcg.state, 2, __ATOMIC_RELEASE);
@@ -131,6 +131,7 @@ static void init_once(void)
 	}
 	const char *dbg = getenv("VCUDA_DEBUG");
 	vcg.debug = dbg && strcmp(dbg, "1") == 0;
+	vc_control_attach();
 	pthread_atfork(NULL, NULL, after_fork_child);
 	if (vcg.any_limited)
 		vc_start_sampler();

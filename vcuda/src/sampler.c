@@ -1,20 +1,19 @@
 /*
- * sampler.c - one elected sampler per GPU per container, and the controller it runs.
+ * sampler.c - the local controller: runs only while no node controller answers for a device
+ * (node.c), e.g. limits from the environment without a device plugin. One elected sampler
+ * per GPU per container reads NVML's device-wide utilization samples and counts all of it as
+ * the container's own: real NVML's per-process samples are coarse (about one a second), noisy
+ * and keyed by host pids that never match a container's, so nothing here uses them. Alone on
+ * a GPU this is exact; beside other containers it over-counts (the cap holds, the GPU may be
+ * under-used) and balance never bursts: sharing one GPU well needs the node controller.
  *
- * Every process has a sampler thread; per device, the one whose pid is in sampler_pid (and
- * keeps its heartbeat fresh) polls NVML, the others only watch for a stale heartbeat and take
- * over. Nothing here is on the launch path. Per-process samples give both the container's
- * share (its pids, from the region's proc slots) and everyone else's.
- *
- * Controller, once per NVML sample period P (u = the container's measured share):
+ * Controller, once per NVML sample period P (u = measured utilization):
  *   khat   = GPU ns per cost unit = sum(u*P) / sum(units admitted), last VC_HIST periods
  *   err   += (target - u) * P       integral of the error, in GPU ns (clamped; a shortfall
  *                                   counts only if launches actually had to wait)
  *   rate   = (target + GAIN * err / P) / khat     cost units per ns
  * Before the first estimate (BOOT) launches are admitted a few per period, doubling while the
- * GPU shows nothing. Policy balance: while nobody else uses the GPU the container is not
- * throttled (UNLIMITED); as soon as someone else shows up it drops to its share at once and
- * forgets the burst.
+ * GPU shows nothing.
  */
 #include <stdio.h>
 #include <unistd.h>
@@ -42,25 +41,14 @@ static int elect(struct vc_region_dev *rd, int me, uint64_t now)
 	return 1;
 }
 
-static void set_mode(struct vc_region_dev *rd, uint32_t mode, double rate, uint64_t now)
-{
-	uint64_t c = __atomic_load_n(&rd->consumed, __ATOMIC_ACQUIRE);
-	__atomic_store_n(&rd->rate_bits, vc_d2bits(rate), __ATOMIC_RELAXED);
-	__atomic_store_n(&rd->refill_ns, now, __ATOMIC_RELAXED);
-	__atomic_store_n(&rd->refilled, mode == VC_MODE_UNLIMITED ? c + VC_UNLIMITED_CREDIT : c,
-			 __ATOMIC_RELEASE);
-	__atomic_store_n(&rd->mode, mode, __ATOMIC_RELEASE);
-	rd->ctl.err_ns = 0;
-}
-
 void vc_ctl_update(int idx, double u, double u_other, uint64_t period_ns)
 {
 	struct vc_region_dev *rd = &vcg.region->dev[idx];
 	struct vc_ctl *ctl = &rd->ctl;
 	double P = (double)period_ns, s = vcg.dev[idx].core / 100.0;
 	uint64_t now = vc_now();
-	uint64_t c = __atomic_load_n(&rd->consumed, __ATOMIC_ACQUIRE);
-	uint64_t waits = __atomic_load_n(&rd->waits, __ATOMIC_RELAXED);
+	uint64_t c = vc_launched(idx);
+	uint64_t waits = __atomic_load_n(&vcg.usage->dev[idx].waits, __ATOMIC_RELAXED);
 	/* the container was held back in this period: a launch waited or was waiting */
 	int throttled = waits != ctl->waits_last ||
 			__atomic_load_n(&rd->wait_until_ns, __ATOMIC_RELAXED) + period_ns / 2 > now;
@@ -86,20 +74,20 @@ void vc_ctl_update(int idx, double u, double u_other, uint64_t period_ns)
 	if (vcg.cfg.policy == VCUDA_POLICY_BALANCE) {
 		if (u_other < VC_IDLE_OTHERS) {
 			if (mode != VC_MODE_UNLIMITED)
-				set_mode(rd, VC_MODE_UNLIMITED, 0, now);
+				vc_set_mode(idx, VC_MODE_UNLIMITED, 0, now);
 			return;
 		}
 		if (mode == VC_MODE_UNLIMITED) {
 			if (ctl->khat > 0)
-				set_mode(rd, VC_MODE_LIMITED, s / ctl->khat, now);
+				vc_set_mode(idx, VC_MODE_LIMITED, s / ctl->khat, now);
 			else
-				set_mode(rd, VC_MODE_BOOT, 0, now);
+				vc_set_mode(idx, VC_MODE_BOOT, 0, now);
 			return;
 		}
 	}
 	if (mode == VC_MODE_BOOT) {
 		if (ctl->khat > 0) {
-			set_mode(rd, VC_MODE_LIMITED, s / ctl->khat, now);
+			vc_set_mode(idx, VC_MODE_LIMITED, s / ctl->khat, now);
 		} else {
 			uint32_t b = __atomic_load_n(&rd->boot_budget, __ATOMIC_RELAXED);
 			__atomic_store_n(&rd->boot_budget, b < (1u << 20) ? b * 2 : b,
@@ -121,79 +109,74 @@ void vc_ctl_update(int idx, double u, double u_other, uint64_t period_ns)
 	__atomic_store_n(&rd->rate_bits, vc_d2bits(frac / ctl->khat), __ATOMIC_RELEASE);
 }
 
-static int in_container(unsigned pid)
+/* New device-wide utilization since the last poll: the busy fraction over the new samples
+ * and the time they cover. nvmlDeviceGetSamples where the driver has it (one sample per
+ * hardware period), else nvmlDeviceGetUtilizationRates once per poll. 0 = nothing new. */
+static int device_busy(int idx, uint64_t now, double *u, uint64_t *period_ns)
 {
-	for (int i = 0; i < VC_MAX_PROCS; i++)
-		if ((unsigned)__atomic_load_n(&vcg.region->proc[i].pid, __ATOMIC_ACQUIRE) == pid)
-			return 1;
-	return 0;
+	struct vc_ctl *ctl = &vcg.region->dev[idx].ctl;
+	nvmlSample_t buf[64];
+	unsigned n = sizeof(buf) / sizeof(buf[0]);
+	nvmlValueType_t vt;
+	nvmlReturn_t rc = NVML_ERROR_NOT_SUPPORTED;
+	if (REAL(nvmlDeviceGetSamples))
+		rc = REAL(nvmlDeviceGetSamples)(vcg.dev[idx].nvml, NVML_GPU_UTILIZATION_SAMPLES,
+						ctl->last_ts_us, &vt, &n, buf);
+	if (rc == NVML_ERROR_NOT_FOUND)
+		return 0;
+	if (rc == NVML_SUCCESS) {
+		if (n > sizeof(buf) / sizeof(buf[0]))
+			n = sizeof(buf) / sizeof(buf[0]);
+		uint64_t newest = 0;
+		double sum = 0;
+		unsigned k = 0;
+		for (unsigned i = 0; i < n; i++) {
+			if (buf[i].timeStamp <= ctl->last_ts_us)
+				continue;
+			newest = buf[i].timeStamp > newest ? buf[i].timeStamp : newest;
+			sum += vt == NVML_VALUE_TYPE_UNSIGNED_LONG_LONG ? (double)buf[i].sampleValue.ullVal
+								      : (double)buf[i].sampleValue.uiVal;
+			k++;
+		}
+		if (!k)
+			return 0;
+		uint64_t last = ctl->last_ts_us;
+		ctl->last_ts_us = newest;
+		if (!last)
+			return 0; /* the first poll only finds where the samples are */
+		*u = sum / (100.0 * k);
+		*period_ns = (newest - last) * 1000;
+		return 1;
+	}
+	if (!REAL(nvmlDeviceGetUtilizationRates) || now < ctl->last_sample_ns + 100000000ull)
+		return 0;
+	nvmlUtilization_t ut;
+	if (REAL(nvmlDeviceGetUtilizationRates)(vcg.dev[idx].nvml, &ut) != NVML_SUCCESS)
+		return 0;
+	uint64_t last = ctl->last_sample_ns;
+	ctl->last_sample_ns = now;
+	if (!last)
+		return 0;
+	*u = ut.gpu / 100.0;
+	*period_ns = now - last;
+	return 1;
 }
 
 static void poll_dev(int idx, uint64_t now)
 {
-	struct vc_ctl *ctl = &vcg.region->dev[idx].ctl;
-	nvmlProcessUtilizationSample_t buf[4 * VC_MAX_PROCS];
-	unsigned n = sizeof(buf) / sizeof(buf[0]);
-	nvmlReturn_t rc = REAL(nvmlDeviceGetProcessUtilization)(vcg.dev[idx].nvml, buf, &n,
-								  ctl->last_ts_us);
-	if (rc == NVML_ERROR_NOT_FOUND) {
-		/* nothing ran: an idle period, once we know how long periods are */
-		if (ctl->period_ns && now > ctl->last_sample_ns + 3 * ctl->period_ns) {
-			vc_ctl_update(idx, 0, 0, now - ctl->last_sample_ns);
-			ctl->last_sample_ns = now;
-		}
-		return;
+	double u;
+	uint64_t period;
+	if (device_busy(idx, now, &u, &period) && period > 0) {
+		vcg.region->dev[idx].ctl.period_ns = period;
+		/* others unknown: balance must not burst on a guess */
+		vc_ctl_update(idx, u > 1 ? 1 : u, 1.0, period);
 	}
-	if (rc != NVML_SUCCESS && rc != NVML_ERROR_INSUFFICIENT_SIZE)
-		return;
-	if (n > sizeof(buf) / sizeof(buf[0]))
-		n = sizeof(buf) / sizeof(buf[0]);
-	/* average over the new sample periods of the sum over our processes, and over others */
-	uint64_t newest = 0, stamps[64];
-	unsigned nstamps = 0, sum = 0, others = 0, matched = 0;
-	for (unsigned i = 0; i < n; i++) {
-		uint64_t ts = buf[i].timeStamp;
-		if (ts <= ctl->last_ts_us)
-			continue;
-		newest = ts > newest ? ts : newest;
-		unsigned k = 0;
-		while (k < nstamps && stamps[k] != ts)
-			k++;
-		if (k == nstamps && nstamps < 64)
-			stamps[nstamps++] = ts;
-		if (in_container(buf[i].pid)) {
-			sum += buf[i].smUtil;
-			matched++;
-		} else {
-			others += buf[i].smUtil;
-		}
-	}
-	if (!newest)
-		return;
-	/* Someone uses the GPU, we launched, yet no sample carries one of our pids: NVML sees
-	 * other pids than we do (a container's pid namespace). Count everything as ours: the
-	 * cap holds, a shared GPU may be under-used, and balance never bursts. */
-	uint64_t c = __atomic_load_n(&vcg.region->dev[idx].consumed, __ATOMIC_RELAXED);
-	if (matched)
-		ctl->blind = 0;
-	else if (others && c != ctl->c_last)
-		ctl->blind = 1;
-	if (ctl->blind) {
-		vc_say_once(VC_MSG_PIDS, "vcuda: NVML reports no utilization for this container's "
-			    "pids (another pid namespace?); counting all utilization of %s as this "
-			    "container's: the cap holds, a shared GPU may be under-used",
-			    vcg.cfg.devices[idx].uuid);
-		sum += others;
-		others = 100u * (nstamps ? nstamps : 1); /* balance: never burst blind */
-	}
-	if (ctl->last_ts_us) {
-		uint64_t period = (newest - ctl->last_ts_us) * 1000;
-		ctl->period_ns = period / (nstamps ? nstamps : 1);
-		double k = 100.0 * (nstamps ? nstamps : 1);
-		vc_ctl_update(idx, sum / k, others / k, period);
-	}
-	ctl->last_ts_us = newest;
-	ctl->last_sample_ns = now;
+}
+
+int vc_local_sampler(int idx)
+{
+	struct vc_node_view v;
+	return vc_node_state(idx, vc_now(), &v) == VC_NODE_NEVER;
 }
 
 void *vc_sampler_main(void *arg)
@@ -204,8 +187,16 @@ void *vc_sampler_main(void *arg)
 	for (;;) {
 		uint64_t now = vc_now();
 		int elected = 0;
+		int node = 0;
 		for (int i = 0; i < vcg.ndev; i++) {
-			if (!vcg.dev[i].limited || !elect(&vcg.region->dev[i], me, now))
+			if (!vcg.dev[i].limited)
+				continue;
+			vc_node_tick(i, now);
+			if (!vc_local_sampler(i)) {
+				node = 1; /* the node decides: our sampler stands down */
+				continue;
+			}
+			if (!elect(&vcg.region->dev[i], me, now))
 				continue;
 			elected = 1;
 			poll_dev(i, now);
@@ -214,7 +205,7 @@ void *vc_sampler_main(void *arg)
 			vc_reap();
 			last_reap = now;
 		}
-		vc_sleep_ns(elected ? VC_TICK_NS : VC_IDLE_TICK_NS);
+		vc_sleep_ns(elected || node ? VC_TICK_NS : VC_IDLE_TICK_NS);
 	}
 	return NULL;
 }

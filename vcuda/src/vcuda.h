@@ -5,7 +5,8 @@
  *   init.c     lazy init, real driver/NVML resolution, device mapping, fork handling
  *   region.c   the per-container shared region: memory reservation, reaping by pid
  *   memory.c   allocation/free/info hooks          compute.c  launch hooks, admission
- *   sampler.c  elected NVML sampler + controller   routing.c  real symbols, cuGetProcAddress
+ *   sampler.c  local controller (no node)          routing.c  real symbols, cuGetProcAddress
+ *   node.c     the node controller's files: allowance in, usage out
  *   dlsym.c    our dlsym and the hook table        nvml.c     NVML memory info hooks
  *   htab.c     small map for allocation sizes      globals.c  every global, nothing else
  */
@@ -18,6 +19,7 @@
 #include "../include/cuda_api.h"
 #include "../include/nvml_api.h"
 #include "../include/vcuda_config.h"
+#include "../include/vcuda_control.h"
 #include "htab.h"
 
 #define VC_EXPORT __attribute__((visibility("default")))
@@ -53,7 +55,7 @@
 	X(cuGraphKernelNodeGetParams_v2) X(cuGraphChildGraphNodeGetGraph)
 #define VC_NVML_CALLS(X)                                                                     \
 	X(nvmlInit_v2) X(nvmlDeviceGetHandleByUUID) X(nvmlDeviceGetUUID)                      \
-	X(nvmlDeviceGetProcessUtilization)
+	X(nvmlDeviceGetSamples) X(nvmlDeviceGetUtilizationRates)
 
 #define VC_REAL_FIELD(n) __typeof__(n) *n;
 struct vc_real {
@@ -67,23 +69,20 @@ struct vc_real {
 /* ---- the shared region: <shared_dir>/vcuda.region, one per container ---- */
 enum vc_mode { VC_MODE_BOOT = 0, VC_MODE_LIMITED = 1, VC_MODE_UNLIMITED = 2 };
 
-struct vc_ctl { /* controller state; only the elected sampler touches it */
+struct vc_ctl { /* local controller state; only the elected sampler touches it */
 	uint64_t last_ts_us, last_sample_ns, period_ns, c_last, waits_last;
 	double err_ns, khat;
 	double hist_busy[VC_HIST], hist_units[VC_HIST];
 	uint32_t hist_i;
-	uint32_t blind; /* NVML's pids are not ours (pid namespace): all utilization counts as ours */
+	uint32_t pad;
 };
 
 struct vc_region_dev {
 	uint64_t used; /* bytes reserved by the container; written under the lock */
 	char pad0[56];
-	uint64_t consumed; /* cost units admitted (atomic, the launch hot path) */
-	char pad1[56];
-	uint64_t refilled;  /* cost units allowed so far (atomic) */
+	uint64_t refilled;  /* cost units allowed so far (atomic); launched lives in vcuda.usage */
 	uint64_t refill_ns; /* when refilled was last advanced (atomic) */
 	uint64_t rate_bits; /* double, cost units per ns (atomic) */
-	uint64_t waits;     /* launches that had to wait (atomic) */
 	uint64_t wait_until_ns; /* a waiting launch sleeps until then (atomic) */
 	uint32_t mode, boot_budget, boot_used, pad2;
 	int32_t sampler_pid, pad3;
@@ -103,7 +102,7 @@ struct vc_region {
 	struct vc_region_dev dev[VCUDA_MAX_DEVICES];
 	struct vc_region_proc proc[VC_MAX_PROCS];
 };
-_Static_assert(offsetof(struct vc_region_dev, consumed) == 64, "consumed on its own line");
+_Static_assert(offsetof(struct vc_region_dev, refilled) == 64, "refilled on its own line");
 _Static_assert(sizeof(struct vc_region_proc) == 16 + 8 * VCUDA_MAX_DEVICES, "proc slot layout");
 _Static_assert(offsetof(struct vc_region, dev) % 64 == 0, "devices cache-line aligned");
 
@@ -114,6 +113,10 @@ struct vc_dev {
 	uint32_t core;
 	int limited; /* compute admission on */
 	nvmlDevice_t nvml;
+	/* the node controller as this process last saw it (atomics; sampler + slow path) */
+	uint64_t node_seq, node_seen_ns;
+	uint32_t node_mode; /* last mode acted on */
+	int node_ever;      /* a heartbeat was seen once: never fall back to the local sampler */
 };
 
 enum { VC_KIND_PTR = 1, VC_KIND_HANDLE, VC_KIND_ARRAY, VC_KIND_MIPMAP, VC_KIND_GRAPH };
@@ -130,6 +133,9 @@ struct vc_globals {
 	struct vc_dev dev[VCUDA_MAX_DEVICES];
 	int ord2dev[VC_MAX_ORD];
 	struct vc_region *region;
+	struct vcuda_usage *usage;         /* <shared_dir>/vcuda.usage, what we report */
+	const struct vcuda_control *control; /* vcuda.control beside the config, or NULL */
+	char control_path[VCUDA_PATH_LEN + 32];
 	int slot; /* our proc slot, -1 after fork until re-registered (under region lock) */
 	void *cuda, *nvml;
 	struct vc_real real;
@@ -153,7 +159,7 @@ uint64_t vc_now(void) VC_HIDDEN;
 void vc_sleep_ns(uint64_t ns) VC_HIDDEN;
 void vc_say_once(int which, const char *fmt, ...) VC_HIDDEN __attribute__((format(printf, 2, 3)));
 void vc_start_sampler(void) VC_HIDDEN;
-enum { VC_MSG_CONFIG, VC_MSG_DEVICE, VC_MSG_ROUTING, VC_MSG_REGION, VC_MSG_PIDS };
+enum { VC_MSG_CONFIG, VC_MSG_DEVICE, VC_MSG_ROUTING, VC_MSG_REGION, VC_MSG_NODE };
 
 static inline CUresult vc_enter(void)
 {
@@ -174,12 +180,31 @@ void vc_reap(void) VC_HIDDEN;
 void vc_reap_sometimes(void) VC_HIDDEN; /* at most every 100 ms per process */
 
 /* compute.c */
-CUresult vc_admit_slow(struct vc_region_dev *rd, uint64_t c) VC_HIDDEN;
-void vc_refill(struct vc_region_dev *rd, uint64_t now) VC_HIDDEN;
+CUresult vc_admit_slow(int idx, uint64_t c) VC_HIDDEN;
+void vc_refill(int idx, uint64_t now) VC_HIDDEN;
+void vc_set_mode(int idx, uint32_t mode, double rate, uint64_t now) VC_HIDDEN;
+
+/* node.c */
+enum { VC_NODE_NEVER = 0, VC_NODE_FRESH = 1, VC_NODE_STALE = 2 };
+struct vc_node_view {
+	uint32_t mode, period_us;
+	uint64_t allowance, stamp_ns;
+	double rate, fallback;
+};
+int vc_usage_attach(char *err, size_t errlen) VC_HIDDEN;
+void vc_control_attach(void) VC_HIDDEN;
+int vc_node_state(int idx, uint64_t now, struct vc_node_view *v) VC_HIDDEN;
+uint64_t vc_node_allowed(const struct vc_node_view *v, uint64_t now) VC_HIDDEN;
+void vc_node_tick(int idx, uint64_t now) VC_HIDDEN;
+static inline uint64_t vc_launched(int idx)
+{
+	return __atomic_load_n(&vcg.usage->dev[idx].launched, __ATOMIC_ACQUIRE);
+}
 
 /* sampler.c */
 void *vc_sampler_main(void *arg) VC_HIDDEN;
 void vc_ctl_update(int idx, double u_own, double u_other, uint64_t period_ns) VC_HIDDEN;
+int vc_local_sampler(int idx) VC_HIDDEN; /* no node controller for this device */
 
 /* routing.c */
 void *vc_hook_by_name(const char *name) VC_HIDDEN;

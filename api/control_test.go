@@ -1,0 +1,105 @@
+package api
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// cLayout prints the layout of vcuda_control.h as the C compiler sees it.
+const cLayout = `#include <stdio.h>
+#include "vcuda_control.h"
+int main(void) {
+	printf("control_size=%zu usage_size=%zu dev=%zu allowance=%zu rate=%zu fallback=%zu stamp=%zu mode=%zu period=%zu waits=%zu count=%zu\n",
+	       sizeof(struct vcuda_control), sizeof(struct vcuda_usage), offsetof(struct vcuda_control, dev),
+	       offsetof(struct vcuda_control_device, allowance), offsetof(struct vcuda_control_device, rate_bits),
+	       offsetof(struct vcuda_control_device, fallback_bits), offsetof(struct vcuda_control_device, stamp_ns),
+	       offsetof(struct vcuda_control_device, mode), offsetof(struct vcuda_control_device, period_us),
+	       offsetof(struct vcuda_usage_device, waits), offsetof(struct vcuda_control, device_count));
+	printf("magic=%u version=%u umagic=%u uversion=%u stale=%d file=%s ufile=%s\n", VCUDA_CONTROL_MAGIC,
+	       VCUDA_CONTROL_VERSION, VCUDA_USAGE_MAGIC, VCUDA_USAGE_VERSION, VCUDA_CONTROL_STALE_PERIODS,
+	       VCUDA_CONTROL_FILE, VCUDA_USAGE_FILE);
+	printf("none=%d limited=%d unlimited=%d\n", VCUDA_CONTROL_NONE, VCUDA_CONTROL_LIMITED, VCUDA_CONTROL_UNLIMITED);
+	return 0;
+}
+`
+
+func TestControlLayoutMatchesCHeader(t *testing.T) {
+	cc := cCompiler()
+	if cc == "" {
+		t.Fatal("no C compiler (cc or gcc) on PATH: make installs gcc")
+	}
+	inc, err := filepath.Abs(filepath.Join("..", "vcuda", "include"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	src, bin := filepath.Join(dir, "layout.c"), filepath.Join(dir, "layout")
+	if err := os.WriteFile(src, []byte(cLayout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cc, "-std=gnu11", "-Wall", "-Werror", "-I", inc, "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("compiling against vcuda_control.h: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	want := fmt.Sprintf("control_size=%d usage_size=%d dev=%d allowance=%d rate=%d fallback=%d stamp=%d mode=%d period=%d waits=%d count=%d\n",
+		ControlFileSize, UsageFileSize, controlHeaderSize, controlOffAllowance, controlOffRate, controlOffFallback,
+		controlOffStamp, controlOffMode, controlOffPeriod, usageOffWaits, controlOffDeviceCount) +
+		fmt.Sprintf("magic=%d version=%d umagic=%d uversion=%d stale=%d file=%s ufile=%s\n", ControlMagic,
+			ControlVersion, UsageMagic, UsageVersion, ControlStalePeriods, ControlFile, UsageFile) +
+		fmt.Sprintf("none=%d limited=%d unlimited=%d\n", ControlNone, ControlLimited, ControlUnlimited)
+	if string(out) != want {
+		t.Errorf("C header and Go mirror differ:\nC:  %sGo: %s", out, want)
+	}
+}
+
+func TestControlPublishRoundTrip(t *testing.T) {
+	b, err := NewControl(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckControl(b, 2); err != nil {
+		t.Fatal(err)
+	}
+	d := ControlDevice{Allowance: 12345, Rate: 0.25, Fallback: 0.2, StampNs: 99, Mode: ControlLimited, PeriodUs: 100000}
+	PublishControl(b, 1, d)
+	PublishControl(b, 1, d)
+	got, seq := ReadControl(b, 1)
+	if got != d || seq != 4 {
+		t.Errorf("ReadControl = %+v seq %d, want %+v seq 4", got, seq, d)
+	}
+	if _, seq := ReadControl(b, 0); seq != 0 {
+		t.Errorf("device 0 seq %d, want untouched", seq)
+	}
+}
+
+func TestControlHeaderErrorsNameTheField(t *testing.T) {
+	b, _ := NewControl(1)
+	tests := []struct {
+		name string
+		b    []byte
+		n    int
+		want string
+	}{
+		{name: "short", b: b[:10], n: 1, want: "bytes, want"},
+		{name: "wrong device count", b: b, n: 2, want: "1 devices, want 2"},
+		{name: "a usage report is not a control file", b: func() []byte { c := append([]byte(nil), b...); c[0] = 0; return c }(), n: 1, want: "magic"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckControl(tt.b, tt.n)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("CheckControl = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := NewControl(0); err == nil {
+		t.Error("NewControl(0) accepted")
+	}
+}

@@ -1,0 +1,287 @@
+package compute
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/containerdir"
+)
+
+// The closed loop on the fake driver (vcuda/fake), which models a real H100's
+// NVML: device utilization ~10 samples/s, per-process samples once a second,
+// noisy and keyed by pids that are not the container's. Each tenant is an
+// emulated container (its config, control file and shared dir) running the
+// workload tool with libvcuda.so preloaded; the controller runs in this test
+// process over go-nvml loading the fake libnvidia-ml.so.1. Shares are the fake
+// driver's own accounting of each process's GPU time (workload util_share).
+
+// vcudaBuild is the limiter build dir (VCUDA_BUILD, default vcuda/_build).
+func vcudaBuild(t *testing.T) string {
+	t.Helper()
+	d := os.Getenv("VCUDA_BUILD")
+	if d == "" {
+		d = filepath.Join("..", "..", "vcuda", "_build")
+	}
+	d, _ = filepath.Abs(d)
+	for _, f := range []string{"libvcuda.so", "fake/libcuda.so.1", "fake/libnvidia-ml.so.1", "workload"} {
+		if _, err := os.Stat(filepath.Join(d, f)); err != nil {
+			t.Fatalf("limiter build missing %s: run make -C vcuda (make unit does): %v", f, err)
+		}
+	}
+	return d
+}
+
+type fakeGPU struct {
+	uuid, dir, build string
+	env              []string
+}
+
+// The fake NVML reads its device list once per process, and NVML is
+// process-wide: every scenario of this test binary runs on one fake GPU with
+// one state dir, one after the other.
+var shared struct {
+	sync.Once
+	gpu *fakeGPU
+	lib nvml.Interface
+	err error
+}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "vgpu-compute-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	uuid := fmt.Sprintf("GPU-%08x-0000-4000-8000-000000000001", os.Getpid())
+	shared.gpu = &fakeGPU{uuid: uuid, dir: dir,
+		env: []string{"FAKEGPU_DEVICES=" + uuid + ":16384", "FAKEGPU_DIR=" + dir}}
+	for _, kv := range shared.gpu.env {
+		k, v, _ := strings.Cut(kv, "=")
+		os.Setenv(k, v)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// newFakeGPU returns the fake GPU with the controller's NVML loaded on it
+// (go-nvml over the fake libnvidia-ml.so.1).
+func newFakeGPU(t *testing.T) (*fakeGPU, *NVMLSource) {
+	t.Helper()
+	g := *shared.gpu
+	g.build = vcudaBuild(t)
+	shared.Do(func() {
+		lib := nvml.New(nvml.WithLibraryPath(filepath.Join(g.build, "fake", "libnvidia-ml.so.1")))
+		if ret := lib.Init(); ret != nvml.SUCCESS {
+			shared.err = fmt.Errorf("fake NVML init: %v", ret)
+			return
+		}
+		shared.lib = lib
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return &g, &NVMLSource{Lib: shared.lib}
+}
+
+type tenantSpec struct {
+	name   string
+	cores  int // 0: memory only (best effort)
+	policy api.ComputePolicy
+	grid   int // blocks per kernel (fake: 1 µs per block)
+	block  int // threads per block: sets the cost estimate (blocks × warps) against the fake's time
+	start  time.Duration
+	secs   float64
+}
+
+type tenantRun struct {
+	spec    tenantSpec
+	tenancy Tenancy
+	cfg     string
+	share   float64
+	err     error
+}
+
+func (g *fakeGPU) tenant(t *testing.T, s tenantSpec) *tenantRun {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "c-"+s.name)
+	shared := filepath.Join(dir, "shared")
+	if err := os.MkdirAll(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	cores := uint32(s.cores)
+	if cores == 0 {
+		cores = 100
+	}
+	policy := s.policy
+	if policy == "" {
+		policy = api.ComputeFixed
+	}
+	cfg := api.LimiterConfig{Policy: policy, PodUID: "uid-" + s.name, PodNamespace: "ns", PodName: s.name,
+		ContainerName: "main", SharedDir: shared,
+		Devices: []api.LimiterDevice{{UUID: g.uuid, MemoryLimitBytes: 1 << 30, CorePercent: cores}}}
+	b, err := cfg.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "vcuda.config")
+	if err := os.WriteFile(cfgPath, b, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	ctl := filepath.Join(dir, api.ControlFile)
+	if err := containerdir.CreateControl(ctl, 1); err != nil {
+		t.Fatal(err)
+	}
+	share := float64(s.cores) / 100
+	if s.cores == 0 {
+		share = 1
+	}
+	return &tenantRun{spec: s, cfg: cfgPath, tenancy: Tenancy{
+		Tenant: Tenant{Key: s.name, Share: share, Policy: policy}, UUID: g.uuid, Devices: 1,
+		ControlPath: ctl, UsagePath: filepath.Join(shared, api.UsageFile)}}
+}
+
+func (g *fakeGPU) run(ctx context.Context, tr *tenantRun) {
+	s := tr.spec
+	select {
+	case <-time.After(s.start):
+	case <-ctx.Done():
+		tr.err = ctx.Err()
+		return
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(g.build, "workload"), "--seconds", fmt.Sprint(s.secs),
+		"--grid", fmt.Sprint(s.grid), "--block", fmt.Sprint(s.block), "--chunk-mib", "64", "--max-alloc-mib", "64")
+	cmd.Env = append(os.Environ(), g.env...)
+	cmd.Env = append(cmd.Env, "LD_PRELOAD="+filepath.Join(g.build, "libvcuda.so"),
+		"LD_LIBRARY_PATH="+filepath.Join(g.build, "fake"), "VCUDA_CONFIG="+tr.cfg)
+	out, err := cmd.Output()
+	if err != nil {
+		tr.err = fmt.Errorf("%s: %v: %s", s.name, err, out)
+		return
+	}
+	var res struct {
+		OK    bool     `json:"ok"`
+		Share *float64 `json:"util_share"`
+		Error string   `json:"error"`
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		if json.Unmarshal(sc.Bytes(), &res) == nil {
+			break
+		}
+	}
+	if !res.OK || res.Share == nil {
+		tr.err = fmt.Errorf("%s: workload: %s (%s)", s.name, res.Error, out)
+		return
+	}
+	tr.share = *res.Share * 100
+}
+
+// scenario runs the tenants on one fake GPU with the controller and returns
+// their measured shares (percent of the GPU), by name.
+func scenario(t *testing.T, specs []tenantSpec, stopControllerAfter time.Duration) map[string]float64 {
+	t.Helper()
+	g, src := newFakeGPU(t)
+	runs := make([]*tenantRun, len(specs))
+	for i, s := range specs {
+		runs[i] = g.tenant(t, s)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ctlCtx, stopCtl := context.WithCancel(ctx)
+	defer stopCtl()
+	r := &Runner{Source: src, Clock: Monotonic, List: func() ([]Tenancy, error) {
+		out := make([]Tenancy, len(runs))
+		for i, tr := range runs {
+			out[i] = tr.tenancy
+		}
+		return out, nil
+	}}
+	if os.Getenv("VGPU_TRACE") != "" {
+		r.Observe = func(uuid string, busy float64, ds []Decision) {
+			var b strings.Builder
+			for _, d := range ds {
+				fmt.Fprintf(&b, " %s[share %.2f meas %.3f mode %d rate %.4g]", d.Key, d.Share, d.Measured, d.Control.Mode, d.Control.Rate)
+			}
+			t.Logf("busy %.3f%s", busy, b.String())
+		}
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctlCtx) }()
+	if stopControllerAfter > 0 {
+		time.AfterFunc(stopControllerAfter, stopCtl)
+	}
+	var wg sync.WaitGroup
+	for _, tr := range runs {
+		wg.Add(1)
+		go func() { defer wg.Done(); g.run(ctx, tr) }()
+	}
+	wg.Wait()
+	stopCtl()
+	<-done
+	got := map[string]float64{}
+	for _, tr := range runs {
+		if tr.err != nil {
+			t.Fatal(tr.err)
+		}
+		got[tr.spec.name] = tr.share
+	}
+	return got
+}
+
+// within checks every tenant's share against its target ± tol points.
+func within(t *testing.T, got, want map[string]float64, tol float64) {
+	t.Helper()
+	var parts []string
+	bad := false
+	for name, w := range want {
+		parts = append(parts, fmt.Sprintf("%s %.1f (want %.0f)", name, got[name], w))
+		if math.Abs(got[name]-w) > tol {
+			bad = true
+		}
+	}
+	t.Logf("fake driver: %s", strings.Join(parts, ", "))
+	if bad {
+		t.Errorf("a tenant is more than %.0f points off its target: %s", tol, strings.Join(parts, ", "))
+	}
+}
+
+func compute(name string, cores int) tenantSpec {
+	return tenantSpec{name: name, cores: cores, grid: 2000, block: 256, secs: 6}
+}
+
+func TestClosedLoopShares(t *testing.T) {
+	if testing.Short() {
+		t.Skip("closed loop on the fake driver: seconds per scenario")
+	}
+	tests := []struct {
+		name  string
+		specs []tenantSpec
+		want  map[string]float64
+	}{
+		{name: "pair 30+60", specs: []tenantSpec{compute("a", 30), compute("b", 60)}, want: map[string]float64{"a": 30, "b": 60}},
+		{name: "pair 50+50", specs: []tenantSpec{compute("a", 50), compute("b", 50)}, want: map[string]float64{"a": 50, "b": 50}},
+		{name: "pair 10+90", specs: []tenantSpec{compute("a", 10), compute("b", 90)}, want: map[string]float64{"a": 10, "b": 90}},
+		{name: "triple 20+30+40", specs: []tenantSpec{compute("a", 20), compute("b", 30), compute("c", 40)}, want: map[string]float64{"a": 20, "b": 30, "c": 40}},
+		{name: "cost model 8x off between tenants", // a: 32 threads (1 warp), b: 256 threads (8 warps), same GPU time per block
+			specs: []tenantSpec{{name: "a", cores: 30, grid: 2000, block: 32, secs: 6}, compute("b", 60)}, want: map[string]float64{"a": 30, "b": 60}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			within(t, scenario(t, tt.specs, 0), tt.want, 3)
+		})
+	}
+}

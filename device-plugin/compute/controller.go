@@ -1,0 +1,276 @@
+package compute
+
+import (
+	"hash/fnv"
+	"sort"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+)
+
+// Tenant is one container's claim on a GPU.
+type Tenant struct {
+	Key    string            // pod UID / container, stable across restarts
+	Share  float64           // guaranteed fraction of the GPU, 0..1; >= 1: none asked (best effort)
+	Policy api.ComputePolicy // fixed, balance or none
+}
+
+// Report is what the container's limiter reported (cumulative counters).
+type Report struct {
+	Launched uint64
+	Waits    uint64
+}
+
+// TenantInput is one tenant's claim and report for a period.
+type TenantInput struct {
+	Tenant
+	Report
+}
+
+// Input is one control period of one GPU.
+type Input struct {
+	BusyNs   float64 // GPU-wide busy time measured over the period (NVML device utilization)
+	PeriodNs float64
+	NowNs    uint64 // CLOCK_MONOTONIC, stamped into the allowances
+	Tenants  []TenantInput
+}
+
+// Decision is a tenant's allowance after a period, and how its period was seen.
+type Decision struct {
+	Key      string
+	Control  api.ControlDevice
+	Share    float64 // the target this period (balance: with lent capacity)
+	Measured float64 // the busy fraction attributed to the tenant
+}
+
+// Tunables of the loop.
+const (
+	gain        = 0.3     // integral gain per period
+	dither      = 0.0     // ± relative rate modulation that keeps the regression identifiable
+	bankPeriods = 0.25    // credit an idle tenant may bank, in periods of its rate
+	bootUnits   = 1 << 16 // cost units a tenant may launch before anything is known
+	window      = 60      // periods the estimator remembers
+	activeAfter = 3       // periods a tenant counts as active after it last launched
+	// headroom: the active tenants' shares are scaled to at most this much of
+	// the GPU. A saturated GPU queues work, and a period in which launched work
+	// is not the work that ran says nothing about what a tenant's work costs.
+	headroom = 0.97
+)
+
+type tenantState struct {
+	lastLaunched, lastWaits uint64
+	allowance               uint64
+	rate                    float64
+	stamp                   uint64
+	integ                   float64 // integral of the share error, ns
+	boot                    uint64
+	idle                    int // periods since it last launched
+	seen                    bool
+}
+
+// GPU is the controller of one GPU. Not safe for concurrent use.
+type GPU struct {
+	tenants map[string]*tenantState
+	est     *estimator
+	period  uint64
+	// saturated counts consecutive periods the GPU was busy throughout although
+	// the active shares leave room: the attribution is then off (work queues),
+	// and every limited tenant backs off until the GPU shows idle time again.
+	saturated int
+}
+
+// NewGPU returns a controller with no history.
+func NewGPU() *GPU {
+	return &GPU{tenants: map[string]*tenantState{}, est: newEstimator(window)}
+}
+
+// Step runs one period: attributes the GPU's busy time to the tenants by what
+// they launched, updates their allowances and returns one decision per input
+// tenant, in input order. Tenants missing from in are forgotten.
+func (g *GPU) Step(in Input) []Decision {
+	g.period++
+	P := max(in.PeriodNs, 1)
+	present := map[string]bool{}
+	units := map[string]float64{}
+	keys := make([]string, 0, len(in.Tenants))
+	for _, t := range in.Tenants {
+		present[t.Key] = true
+		keys = append(keys, t.Key)
+		st := g.tenants[t.Key]
+		if st == nil {
+			st = &tenantState{boot: bootUnits, stamp: in.NowNs}
+			g.tenants[t.Key] = st
+		}
+		var x uint64
+		switch {
+		case !st.seen:
+			st.allowance = t.Launched
+		case t.Launched >= st.lastLaunched:
+			x = t.Launched - st.lastLaunched
+			// An honest limiter never launches past its allowance by more than
+			// the bank: a larger jump is charged as what it was allowed.
+			if lim := st.allowance + uint64(st.rate*P*2) + st.boot; t.Launched > lim && lim > st.lastLaunched {
+				x = lim - st.lastLaunched
+			}
+		default: // the counter went backwards: a new report file; restart from it
+			st.allowance = t.Launched
+		}
+		st.seen = true
+		units[t.Key] = float64(x)
+		if x > 0 {
+			st.idle = 0
+		} else {
+			st.idle++
+		}
+	}
+	for key := range g.tenants {
+		if !present[key] {
+			delete(g.tenants, key)
+			g.est.forget(key)
+		}
+	}
+	sort.Strings(keys)
+	g.est.add(in.BusyNs, P, units)
+	k := g.est.fit(keys)
+
+	// attribution: busy split by units weighted by each tenant's ns per unit
+	var sum float64
+	for _, key := range keys {
+		sum += units[key] * k[key]
+	}
+	shares := g.targets(in.Tenants)
+	var claimed float64
+	for _, t := range in.Tenants {
+		if t.Share < 1 && g.tenants[t.Key].idle < activeAfter {
+			claimed += shares[t.Key]
+		}
+	}
+	if in.BusyNs >= saturatedAt*P && claimed < saturatedAt {
+		g.saturated++
+	} else {
+		g.saturated = 0
+	}
+	backoff := 1.0
+	for i := 1; i < g.saturated && backoff > 0.3; i++ {
+		backoff *= 0.85
+	}
+	out := make([]Decision, 0, len(in.Tenants))
+	for _, t := range in.Tenants {
+		st := g.tenants[t.Key]
+		a := 0.0
+		if sum > 0 {
+			a = in.BusyNs * units[t.Key] * k[t.Key] / sum
+		}
+		throttled := t.Waits != st.lastWaits
+		st.lastWaits, st.lastLaunched = t.Waits, t.Launched
+		d := Decision{Key: t.Key, Share: shares[t.Key], Measured: a / P}
+		d.Control = g.decide(t, st, in, P, a, k[t.Key], d.Share, throttled, backoff)
+		out = append(out, d)
+	}
+	return out
+}
+
+// targets is each tenant's share this period. fixed: its share. balance:
+// its share plus what active tenants leave idle, split by share. Best effort
+// (no share asked): what active tenants with shares leave idle.
+func (g *GPU) targets(ts []TenantInput) map[string]float64 {
+	out := make(map[string]float64, len(ts))
+	var claimed, balance float64
+	var bestEffort int
+	for _, t := range ts {
+		active := g.tenants[t.Key].idle < activeAfter
+		switch {
+		case t.Share >= 1:
+			if active {
+				bestEffort++
+			}
+		case active:
+			claimed += t.Share
+			if t.Policy == api.ComputeBalance {
+				balance += t.Share
+			}
+		}
+	}
+	spare := max(1-claimed, 0)
+	scale := 1.0
+	if claimed > headroom {
+		scale = headroom / claimed
+	}
+	for _, t := range ts {
+		s := t.Share
+		switch {
+		case s >= 1:
+			s = 1
+			if claimed > 0 {
+				s = spare / float64(max(bestEffort, 1))
+				if balance > 0 {
+					s = 0 // balance tenants take the spare first
+				}
+			}
+		case t.Policy == api.ComputeBalance && balance > 0 && bestEffort == 0:
+			s += spare * t.Share / balance
+		}
+		if s < 1 {
+			s *= scale
+		}
+		out[t.Key] = min(s, 1)
+	}
+	return out
+}
+
+func (g *GPU) decide(t TenantInput, st *tenantState, in Input, P, a, k, share float64, throttled bool, backoff float64) api.ControlDevice {
+	c := api.ControlDevice{StampNs: in.NowNs, PeriodUs: uint32(P / 1000)}
+	// what the previous decision allowed up to now
+	if in.NowNs > st.stamp {
+		st.allowance += uint64(st.rate * float64(in.NowNs-st.stamp))
+	}
+	st.stamp = in.NowNs
+	if t.Policy == api.ComputeNone || share >= 0.999 {
+		c.Mode = api.ControlUnlimited
+		st.rate, st.integ = 0, 0
+		st.allowance = t.Launched
+		c.Allowance = t.Launched
+		if k > 0 {
+			c.Fallback = max(share, 0.01) / k
+		}
+		return c
+	}
+	c.Mode = api.ControlLimited
+	if k <= 0 { // nothing measured yet: a few launches per period, doubling
+		if a == 0 && st.boot < 1<<30 {
+			st.boot *= 2
+		}
+		st.rate = 0
+		st.allowance = t.Launched + st.boot
+		c.Allowance = st.allowance
+		return c
+	}
+	e := (share - a/P) * P
+	if e < 0 || throttled {
+		st.integ += e
+	}
+	lim := 3 * max(share, 0.02) * P
+	st.integ = min(max(st.integ, -lim), lim)
+	frac := max(share+gain*st.integ/P, share/8, 0.002)
+	rate := frac / k * backoff
+	rate *= 1 + dither*sign(t.Key, g.period)
+	st.rate = rate
+	// an idle tenant banks at most a fraction of a period
+	st.allowance = min(st.allowance, t.Launched+uint64(rate*P*bankPeriods))
+	c.Allowance, c.Rate = st.allowance, rate
+	c.Fallback = max(share, 0.002) / k
+	return c
+}
+
+// sign is a deterministic ±1 sequence per tenant.
+func sign(key string, period uint64) float64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	x := h.Sum64() ^ (period * 0x9E3779B97F4A7C15)
+	x ^= x >> 31
+	x *= 0xBF58476D1CE4E5B9
+	x ^= x >> 29
+	if x&1 == 0 {
+		return -1
+	}
+	return 1
+}

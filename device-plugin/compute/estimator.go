@@ -1,0 +1,116 @@
+package compute
+
+// estimator learns what a cost unit of each tenant's launches costs in GPU
+// time (ns per unit). Launch costs are counted as blocks × warps, which is
+// only a proxy: one tenant's unit may cost eight times another's. What the
+// GPU-wide busy time can tell reliably:
+//
+//   - a period in which one tenant alone launched (and the GPU was not
+//     saturated, so what was launched is what ran) gives that tenant's cost
+//     exactly: busy / units. These solo estimates are kept per tenant.
+//   - any unsaturated period gives the pooled cost: busy / all units; the part
+//     of it not explained by tenants with solo estimates is shared by the
+//     others at one common cost.
+//
+// Regression over mixed periods was tried and rejected: in closed loop, with
+// launches queueing, it drifted apart for identical tenants.
+type estimator struct {
+	window int
+	obs    []observation // ring, newest last
+	solo   map[string]float64
+}
+
+type observation struct {
+	busy      float64            // ns
+	saturated bool               // busy (nearly) all period: work queued, launched ≠ ran
+	units     map[string]float64 // per tenant
+}
+
+const (
+	saturatedAt = 0.92 // busy fraction from which a period says nothing about cost per unit
+	soloMinBusy = 0.05 // a solo period must show at least this much busy time
+	soloWeight  = 0.3  // EWMA weight of a new solo estimate
+	minCost     = 0.05 // of the pooled cost: floor of any tenant's cost
+)
+
+func newEstimator(window int) *estimator {
+	return &estimator{window: window, solo: map[string]float64{}}
+}
+
+func (e *estimator) add(busy, period float64, units map[string]float64) {
+	o := observation{busy: busy, saturated: busy >= saturatedAt*period, units: units}
+	e.obs = append(e.obs, o)
+	if len(e.obs) > e.window {
+		e.obs = e.obs[len(e.obs)-e.window:]
+	}
+	if o.saturated || busy < soloMinBusy*period {
+		return
+	}
+	only, n := "", 0
+	for key, u := range units {
+		if u > 0 {
+			only, n = key, n+1
+		}
+	}
+	if n == 1 {
+		k := busy / units[only]
+		if old, ok := e.solo[only]; ok {
+			k = old + soloWeight*(k-old)
+		}
+		e.solo[only] = k
+	}
+}
+
+// forget drops a tenant that left.
+func (e *estimator) forget(key string) {
+	delete(e.solo, key)
+	for _, o := range e.obs {
+		delete(o.units, key)
+	}
+}
+
+// fit returns ns per unit by tenant; empty until busy time and units were seen.
+func (e *estimator) fit(keys []string) map[string]float64 {
+	var busy, known, unknown, all float64
+	for _, o := range e.obs {
+		if o.saturated {
+			continue
+		}
+		busy += o.busy
+		for key, u := range o.units {
+			all += u
+			if k, ok := e.solo[key]; ok {
+				known += u * k
+			} else {
+				unknown += u
+			}
+		}
+	}
+	if busy <= 0 || all <= 0 { // only saturated periods so far: pool them
+		for _, o := range e.obs {
+			busy += o.busy
+			for _, u := range o.units {
+				all += u
+			}
+		}
+		if busy <= 0 || all <= 0 {
+			return map[string]float64{}
+		}
+		known, unknown = 0, all
+		e.solo = map[string]float64{}
+	}
+	pooled := busy / all
+	rest := pooled
+	if unknown > 0 {
+		rest = max((busy-known)/unknown, minCost*pooled)
+	}
+	out := make(map[string]float64, len(keys))
+	for _, key := range keys {
+		if k, ok := e.solo[key]; ok {
+			out[key] = max(k, minCost*pooled)
+		} else {
+			out[key] = rest
+		}
+	}
+	return out
+}

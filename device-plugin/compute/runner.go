@@ -1,0 +1,238 @@
+package compute
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+)
+
+// Window is a GPU's measured busy time over [StartNs, EndNs] of CLOCK_MONOTONIC.
+type Window struct {
+	StartNs, EndNs uint64
+	BusyNs         float64
+}
+
+// Source gives a GPU's busy time since the previous call (NVML device
+// utilization samples). ok is false while there is nothing new. mono and
+// wall are the two clocks read at the same moment.
+type Source interface {
+	Busy(uuid string, mono uint64, wall time.Time) (w Window, ok bool, err error)
+}
+
+// history is one container's launched counter over the last seconds, read at
+// every poll, so that the work of a sample window is read at its edges.
+type history struct {
+	t     []uint64 // ns, increasing
+	v     []uint64
+	waits uint64
+	seen  bool
+}
+
+const historyNs = 3e9
+
+func (h *history) add(now, launched, waits uint64) {
+	if n := len(h.v); n > 0 && launched < h.v[n-1] { // a new report file
+		h.t, h.v = h.t[:0], h.v[:0]
+	}
+	h.t, h.v, h.waits, h.seen = append(h.t, now), append(h.v, launched), waits, true
+	i := 0
+	for i < len(h.t)-2 && h.t[i] < now-historyNs {
+		i++
+	}
+	h.t, h.v = h.t[i:], h.v[i:]
+}
+
+// at interpolates the counter at time x.
+func (h *history) at(x uint64) uint64 {
+	n := len(h.t)
+	switch {
+	case n == 0:
+		return 0
+	case x <= h.t[0]:
+		return h.v[0]
+	case x >= h.t[n-1]:
+		return h.v[n-1]
+	}
+	i := 1
+	for h.t[i] < x {
+		i++
+	}
+	f := float64(x-h.t[i-1]) / float64(h.t[i]-h.t[i-1])
+	return h.v[i-1] + uint64(f*float64(h.v[i]-h.v[i-1]))
+}
+
+// Tenancy is one container on one GPU, as the device plugin allocated it.
+type Tenancy struct {
+	Tenant
+	UUID        string // the GPU
+	Index       int    // the GPU's position in the container's limiter config
+	Devices     int    // devices in that config
+	ControlPath string // host path of the container's vcuda.control
+	UsagePath   string // host path of its vcuda.usage (in the container's shared dir)
+}
+
+// Clock is CLOCK_MONOTONIC in ns (the clock libvcuda reads).
+type Clock func() uint64
+
+// Monotonic reads CLOCK_MONOTONIC.
+func Monotonic() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Sec)*1e9 + uint64(ts.Nsec)
+}
+
+// Runner runs one GPU controller per GPU with tenants.
+type Runner struct {
+	Source Source
+	List   func() ([]Tenancy, error) // the containers allocated on this node
+	Poll   time.Duration             // how often to look for new samples (default 20ms)
+	Clock  Clock
+	// Observe, when set, sees every decision (metrics, tests).
+	Observe func(uuid string, busy float64, d []Decision)
+
+	gpus  map[string]*GPU
+	files map[string]*controlMap
+	hist  map[string]*history // by usage path
+}
+
+// Run polls until ctx ends.
+func (r *Runner) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithName("compute")
+	ctx = klog.NewContext(ctx, logger)
+	poll := r.Poll
+	if poll <= 0 {
+		poll = 20 * time.Millisecond
+	}
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	defer r.closeAll()
+	logger.V(2).Info("Compute controller started", "poll", poll)
+	for {
+		r.Tick(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Tick runs every GPU whose busy time has new samples.
+func (r *Runner) Tick(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	if r.gpus == nil {
+		r.gpus, r.files, r.hist = map[string]*GPU{}, map[string]*controlMap{}, map[string]*history{}
+	}
+	ts, err := r.List()
+	if err != nil {
+		logger.Error(err, "Listing containers for the compute controller")
+	}
+	now, wall := r.Clock(), time.Now()
+	seen := map[string]bool{}
+	for _, t := range ts {
+		key := t.UsagePath + "#" + strconv.Itoa(t.Index)
+		seen[key] = true
+		h := r.hist[key]
+		if h == nil {
+			h = &history{}
+			r.hist[key] = h
+		}
+		b, err := readUsage(t.UsagePath, t.Devices)
+		switch {
+		case err == nil:
+			u := api.ReadUsage(b, t.Index)
+			h.add(now, u.Launched, u.Waits)
+		case errors.Is(err, fs.ErrNotExist): // no process started yet
+		default:
+			logger.V(2).Info("Ignoring a container's usage report", "gpu", t.UUID, "container", t.Key, "err", err)
+		}
+	}
+	for key := range r.hist {
+		if !seen[key] {
+			delete(r.hist, key)
+		}
+	}
+	byGPU := map[string][]Tenancy{}
+	for _, t := range ts {
+		byGPU[t.UUID] = append(byGPU[t.UUID], t)
+	}
+	for uuid := range r.gpus {
+		if len(byGPU[uuid]) == 0 {
+			delete(r.gpus, uuid)
+		}
+	}
+	live := map[string]bool{}
+	for uuid, list := range byGPU {
+		for _, t := range list {
+			live[t.ControlPath] = true
+		}
+		w, ok, err := r.Source.Busy(uuid, now, wall)
+		if err != nil {
+			logger.V(4).Info("No GPU utilization", "gpu", uuid, "err", err)
+			continue
+		}
+		if !ok || w.EndNs <= w.StartNs {
+			continue
+		}
+		busy, period := w.BusyNs, float64(w.EndNs-w.StartNs)
+		g := r.gpus[uuid]
+		if g == nil {
+			g = NewGPU()
+			r.gpus[uuid] = g
+		}
+		in := Input{BusyNs: busy, PeriodNs: period, NowNs: now}
+		kept := list[:0:0]
+		for _, t := range list {
+			// the work launched by the end of the window, read at its edge
+			h := r.hist[t.UsagePath+"#"+strconv.Itoa(t.Index)]
+			rep := Report{Launched: h.at(w.EndNs), Waits: h.waits}
+			in.Tenants = append(in.Tenants, TenantInput{Tenant: t.Tenant, Report: rep})
+			kept = append(kept, t)
+		}
+		ds := g.Step(in)
+		for i, d := range ds {
+			m, err := r.control(kept[i])
+			if err != nil {
+				logger.Info("Cannot write a container's allowance", "gpu", uuid, "container", d.Key, "err", err)
+				continue
+			}
+			api.PublishControl(m.b, kept[i].Index, d.Control)
+			logger.V(6).Info("Allowance", "gpu", uuid, "container", d.Key, "share", d.Share, "measured", d.Measured, "mode", d.Control.Mode, "rate", d.Control.Rate)
+		}
+		if r.Observe != nil {
+			r.Observe(uuid, busy/period, ds)
+		}
+	}
+	for p, m := range r.files {
+		if !live[p] {
+			_ = m.close()
+			delete(r.files, p)
+		}
+	}
+}
+
+func (r *Runner) control(t Tenancy) (*controlMap, error) {
+	if m := r.files[t.ControlPath]; m != nil {
+		return m, nil
+	}
+	m, err := openControl(t.ControlPath, t.Devices)
+	if err != nil {
+		return nil, err
+	}
+	r.files[t.ControlPath] = m
+	return m, nil
+}
+
+func (r *Runner) closeAll() {
+	for p, m := range r.files {
+		_ = m.close()
+		delete(r.files, p)
+	}
+}
