@@ -28,12 +28,15 @@ import (
 // process over go-nvml loading the fake libnvidia-ml.so.1. Shares are the fake
 // driver's own accounting of each process's GPU time (workload util_share).
 
-// vcudaBuild is the limiter build dir (VCUDA_BUILD, default vcuda/_build).
+// vcudaBuild is the limiter build the containers run (VCUDA_BUILD, default
+// vcuda/_build; make ctest also runs the sanitizer builds). The controller's
+// NVML always comes from the plain build: a sanitized library cannot be
+// loaded into this process.
 func vcudaBuild(t *testing.T) string {
 	t.Helper()
 	d := os.Getenv("VCUDA_BUILD")
 	if d == "" {
-		d = filepath.Join("..", "..", "vcuda", "_build")
+		d = plainBuild
 	}
 	d, _ = filepath.Abs(d)
 	for _, f := range []string{"libvcuda.so", "fake/libcuda.so.1", "fake/libnvidia-ml.so.1", "workload"} {
@@ -43,6 +46,8 @@ func vcudaBuild(t *testing.T) string {
 	}
 	return d
 }
+
+var plainBuild = filepath.Join("..", "..", "vcuda", "_build")
 
 type fakeGPU struct {
 	uuid, dir, build string
@@ -84,7 +89,7 @@ func newFakeGPU(t *testing.T) (*fakeGPU, *NVMLSource) {
 	g := *shared.gpu
 	g.build = vcudaBuild(t)
 	shared.Do(func() {
-		lib := nvml.New(nvml.WithLibraryPath(filepath.Join(g.build, "fake", "libnvidia-ml.so.1")))
+		lib := nvml.New(nvml.WithLibraryPath(filepath.Join(plainBuild, "fake", "libnvidia-ml.so.1")))
 		if ret := lib.Init(); ret != nvml.SUCCESS {
 			shared.err = fmt.Errorf("fake NVML init: %v", ret)
 			return
@@ -98,19 +103,21 @@ func newFakeGPU(t *testing.T) (*fakeGPU, *NVMLSource) {
 }
 
 type tenantSpec struct {
-	name   string
-	cores  int // 0: memory only (best effort)
-	policy api.ComputePolicy
-	grid   int // blocks per kernel (fake: 1 µs per block)
-	block  int // threads per block: sets the cost estimate (blocks × warps) against the fake's time
-	start  time.Duration
-	secs   float64
+	name      string
+	container string // run in this tenant's container (a second process, or a restart); "" = its own
+	cores     int    // 0: memory only (best effort)
+	policy    api.ComputePolicy
+	grid      int // blocks per kernel (fake: 1 µs per block)
+	block     int // threads per block: sets the cost estimate (blocks × warps) against the fake's time
+	start     time.Duration
+	secs      float64
 }
 
 type tenantRun struct {
 	spec    tenantSpec
 	tenancy Tenancy
 	cfg     string
+	own     bool // first run of its container: listed to the controller
 	share   float64
 	err     error
 }
@@ -196,17 +203,26 @@ func scenario(t *testing.T, specs []tenantSpec, stopControllerAfter time.Duratio
 	t.Helper()
 	g, src := newFakeGPU(t)
 	runs := make([]*tenantRun, len(specs))
+	byName := map[string]*tenantRun{}
 	for i, s := range specs {
+		if c := byName[s.container]; c != nil {
+			runs[i] = &tenantRun{spec: s, tenancy: c.tenancy, cfg: c.cfg}
+			continue
+		}
 		runs[i] = g.tenant(t, s)
+		runs[i].own = true
+		byName[s.name] = runs[i]
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ctlCtx, stopCtl := context.WithCancel(ctx)
 	defer stopCtl()
 	r := &Runner{Source: src, Clock: Monotonic, List: func() ([]Tenancy, error) {
-		out := make([]Tenancy, len(runs))
-		for i, tr := range runs {
-			out[i] = tr.tenancy
+		var out []Tenancy
+		for _, tr := range runs {
+			if tr.own {
+				out = append(out, tr.tenancy)
+			}
 		}
 		return out, nil
 	}}
@@ -214,7 +230,7 @@ func scenario(t *testing.T, specs []tenantSpec, stopControllerAfter time.Duratio
 		r.Observe = func(uuid string, busy float64, ds []Decision) {
 			var b strings.Builder
 			for _, d := range ds {
-				fmt.Fprintf(&b, " %s[share %.2f meas %.3f mode %d rate %.4g]", d.Key, d.Share, d.Measured, d.Control.Mode, d.Control.Rate)
+				fmt.Fprintf(&b, " %s[share %.2f meas %.3f mode %d rate %.4g allow %d]", d.Key, d.Share, d.Measured, d.Control.Mode, d.Control.Rate, d.Control.Allowance)
 			}
 			t.Logf("busy %.3f%s", busy, b.String())
 		}
@@ -263,6 +279,16 @@ func compute(name string, cores int) tenantSpec {
 	return tenantSpec{name: name, cores: cores, grid: 2000, block: 256, secs: 6}
 }
 
+func (s tenantSpec) at(start time.Duration, secs float64) tenantSpec {
+	s.start, s.secs = start, secs
+	return s
+}
+
+func (s tenantSpec) in(container, name string) tenantSpec {
+	s.container, s.name = container, name
+	return s
+}
+
 func TestClosedLoopShares(t *testing.T) {
 	if testing.Short() {
 		t.Skip("closed loop on the fake driver: seconds per scenario")
@@ -276,12 +302,65 @@ func TestClosedLoopShares(t *testing.T) {
 		{name: "pair 50+50", specs: []tenantSpec{compute("a", 50), compute("b", 50)}, want: map[string]float64{"a": 50, "b": 50}},
 		{name: "pair 10+90", specs: []tenantSpec{compute("a", 10), compute("b", 90)}, want: map[string]float64{"a": 10, "b": 90}},
 		{name: "triple 20+30+40", specs: []tenantSpec{compute("a", 20), compute("b", 30), compute("c", 40)}, want: map[string]float64{"a": 20, "b": 30, "c": 40}},
-		{name: "cost model 8x off between tenants", // a: 32 threads (1 warp), b: 256 threads (8 warps), same GPU time per block
-			specs: []tenantSpec{{name: "a", cores: 30, grid: 2000, block: 32, secs: 6}, compute("b", 60)}, want: map[string]float64{"a": 30, "b": 60}},
+		{name: "cost model 8x off, learned while alone", // a: 1 warp per block, b: 8; same GPU time per block
+			specs: []tenantSpec{{name: "a", cores: 30, grid: 2000, block: 32, secs: 7}, compute("b", 60).at(1500*time.Millisecond, 5.5)},
+			want:  map[string]float64{"a": 30, "b": 60}},
+		{name: "tiny kernels beside large ones", // a: 20 µs kernels, b: 2 ms
+			specs: []tenantSpec{{name: "a", cores: 30, grid: 20, block: 256, secs: 6}, compute("b", 60)}, want: map[string]float64{"a": 30, "b": 60}},
+		{name: "memory-only tenant gets what the shares leave", // c asked no cores: 100 - 30 - 50, scaled to the headroom
+			specs: []tenantSpec{compute("a", 30), compute("b", 50), compute("c", 0)}, want: map[string]float64{"a": 30, "b": 50, "c": 18.5}}, // c: 98.5 - 80
+		{name: "a container restarts beside a neighbour", // a's first process ends at 2 s, its second runs 2.5-8 s
+			specs: []tenantSpec{compute("a", 30).at(0, 2), compute("a", 30).in("a", "a-restarted").at(2500*time.Millisecond, 5.5), compute("b", 60).at(0, 8)},
+			want:  map[string]float64{"a-restarted": 30, "b": 60}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			within(t, scenario(t, tt.specs, 0), tt.want, 3)
 		})
 	}
+}
+
+// TestClosedLoopSingleTenant: one container alone on the GPU, 10..90%.
+func TestClosedLoopSingleTenant(t *testing.T) {
+	if testing.Short() {
+		t.Skip("closed loop on the fake driver: seconds per scenario")
+	}
+	var sum float64
+	var parts []string
+	for _, target := range []int{10, 30, 50, 70, 90} {
+		got := scenario(t, []tenantSpec{compute("a", target).at(0, 4)}, 0)["a"]
+		sum += math.Abs(got - float64(target))
+		parts = append(parts, fmt.Sprintf("%d->%.1f", target, got))
+	}
+	t.Logf("fake driver, one container: %s, mean abs error %.2f points", strings.Join(parts, " "), sum/5)
+	if sum/5 > 2 {
+		t.Errorf("mean absolute error %.2f points > 2: %s", sum/5, strings.Join(parts, " "))
+	}
+}
+
+// TestClosedLoopBalance: a balance tenant alone takes the idle GPU, and gives
+// it back as soon as a fixed neighbour starts.
+func TestClosedLoopBalance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("closed loop on the fake driver: seconds per scenario")
+	}
+	alone := compute("a", 30).at(0, 3)
+	alone.policy = api.ComputeBalance
+	shared := alone.in("a", "a-shared").at(3*time.Second, 5)
+	got := scenario(t, []tenantSpec{alone, shared, compute("b", 50).at(3*time.Second, 5)}, 0)
+	t.Logf("fake driver: balance 30%% alone %.1f; beside a fixed 50%%: %.1f, neighbour %.1f", got["a"], got["a-shared"], got["b"])
+	if got["a"] < 90 {
+		t.Errorf("balance tenant alone got %.1f%%, want the idle GPU (>= 90)", got["a"])
+	}
+	within(t, map[string]float64{"a-shared": got["a-shared"], "b": got["b"]}, map[string]float64{"a-shared": 50, "b": 50}, 3)
+}
+
+// TestClosedLoopControllerDies: the node controller stops mid-run; every
+// container holds the fixed rate it was last given.
+func TestClosedLoopControllerDies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("closed loop on the fake driver: seconds per scenario")
+	}
+	got := scenario(t, []tenantSpec{compute("a", 30).at(0, 7), compute("b", 60).at(0, 7)}, 2500*time.Millisecond)
+	within(t, got, map[string]float64{"a": 30, "b": 60}, 3)
 }

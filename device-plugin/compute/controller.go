@@ -44,16 +44,18 @@ type Decision struct {
 
 // Tunables of the loop.
 const (
-	gain        = 0.3     // integral gain per period
-	dither      = 0.0     // ± relative rate modulation that keeps the regression identifiable
-	bankPeriods = 0.25    // credit an idle tenant may bank, in periods of its rate
-	bootUnits   = 1 << 16 // cost units a tenant may launch before anything is known
-	window      = 60      // periods the estimator remembers
-	activeAfter = 3       // periods a tenant counts as active after it last launched
+	gain          = 0.3     // integral gain per period
+	dither        = 0.0     // ± relative rate modulation that keeps the regression identifiable
+	bankPeriods   = 0.25    // credit an idle tenant may bank, in periods of its rate
+	bootUnits     = 1 << 16 // cost units a tenant may launch before anything is known
+	maxBoot       = 1 << 24
+	settlePeriods = 10
+	window        = 60 // periods the estimator remembers
+	activeAfter   = 3  // periods a tenant counts as active after it last launched
 	// headroom: the active tenants' shares are scaled to at most this much of
 	// the GPU. A saturated GPU queues work, and a period in which launched work
 	// is not the work that ran says nothing about what a tenant's work costs.
-	headroom = 0.97
+	headroom = 0.985
 )
 
 type tenantState struct {
@@ -65,6 +67,9 @@ type tenantState struct {
 	boot                    uint64
 	idle                    int // periods since it last launched
 	seen                    bool
+	measured                float64 // EWMA of the attributed busy fraction
+	fallback                float64 // EWMA of the undithered rate that held the share
+	periods                 int     // periods with a cost estimate
 }
 
 // GPU is the controller of one GPU. Not safe for concurrent use.
@@ -160,6 +165,7 @@ func (g *GPU) Step(in Input) []Decision {
 		if sum > 0 {
 			a = in.BusyNs * units[t.Key] * k[t.Key] / sum
 		}
+		st.measured += 0.3 * (a/P - st.measured)
 		throttled := t.Waits != st.lastWaits
 		st.lastWaits, st.lastLaunched = t.Waits, t.Launched
 		d := Decision{Key: t.Key, Share: shares[t.Key], Measured: a / P}
@@ -190,7 +196,16 @@ func (g *GPU) targets(ts []TenantInput) map[string]float64 {
 			}
 		}
 	}
-	spare := max(1-claimed, 0)
+	spare := max(headroom-claimed, 0) // lent out up to the headroom, never into saturation
+	// A tenant with a share that gets less than it (by more than a point) is
+	// held back by contention, not by its allowance: best-effort tenants give
+	// way until it is served.
+	var shortfall float64
+	for _, t := range ts {
+		if st := g.tenants[t.Key]; t.Share < 1 && st.idle < activeAfter {
+			shortfall += max(t.Share-st.measured-0.01, 0)
+		}
+	}
 	scale := 1.0
 	if claimed > headroom {
 		scale = headroom / claimed
@@ -201,7 +216,7 @@ func (g *GPU) targets(ts []TenantInput) map[string]float64 {
 		case s >= 1:
 			s = 1
 			if claimed > 0 {
-				s = spare / float64(max(bestEffort, 1))
+				s = max(spare-shortfall, 0.01) / float64(max(bestEffort, 1))
 				if balance > 0 {
 					s = 0 // balance tenants take the spare first
 				}
@@ -235,8 +250,8 @@ func (g *GPU) decide(t TenantInput, st *tenantState, in Input, P, a, k, share fl
 		return c
 	}
 	c.Mode = api.ControlLimited
-	if k <= 0 { // nothing measured yet: a few launches per period, doubling
-		if a == 0 && st.boot < 1<<30 {
+	if k <= 0 { // nothing measured yet: a few launches per period, doubling while held back
+		if throttled && st.boot < maxBoot {
 			st.boot *= 2
 		}
 		st.rate = 0
@@ -252,12 +267,22 @@ func (g *GPU) decide(t TenantInput, st *tenantState, in Input, P, a, k, share fl
 	st.integ = min(max(st.integ, -lim), lim)
 	frac := max(share+gain*st.integ/P, share/8, 0.002)
 	rate := frac / k * backoff
+	// the rate that holds the share, should the node stop answering: the
+	// share at the estimated cost while the loop settles, then the average
+	// of the rates that held it
+	st.periods++
+	switch {
+	case st.periods <= settlePeriods:
+		st.fallback = share / k
+	case backoff == 1:
+		st.fallback += 0.1 * (frac/k - st.fallback)
+	}
 	rate *= 1 + dither*sign(t.Key, g.period)
 	st.rate = rate
 	// an idle tenant banks at most a fraction of a period
 	st.allowance = min(st.allowance, t.Launched+uint64(rate*P*bankPeriods))
 	c.Allowance, c.Rate = st.allowance, rate
-	c.Fallback = max(share, 0.002) / k
+	c.Fallback = st.fallback
 	return c
 }
 

@@ -97,7 +97,8 @@ CUresult vc_admit_slow(int idx, uint64_t c)
 			}
 			double w = nv.rate > 0 ? (double)(c - allowed) / nv.rate : 1e6;
 			wait = w < 20000 ? 20000 : w > 20e6 ? 20000000 : (uint64_t)w;
-		} else if (mode == VC_MODE_UNLIMITED) {
+		} else if (mode == VC_MODE_UNLIMITED ||
+			   (node == VC_NODE_NEVER && vcg.dev[idx].core >= 100)) {
 			raise_refilled(rd, c);
 			return CUDA_SUCCESS;
 		}
@@ -136,9 +137,10 @@ static inline CUresult admit(uint64_t cost)
 		return rc;
 	if (idx < 0)
 		return CUDA_ERROR_INVALID_DEVICE;
+	/* counted even when not limited: the node splits the GPU's busy time by these */
+	uint64_t c = __atomic_add_fetch(&vcg.usage->dev[idx].launched, cost, __ATOMIC_RELAXED);
 	if (!vcg.dev[idx].limited)
 		return CUDA_SUCCESS;
-	uint64_t c = __atomic_add_fetch(&vcg.usage->dev[idx].launched, cost, __ATOMIC_RELAXED);
 	if (__builtin_expect(c <= __atomic_load_n(&vcg.region->dev[idx].refilled, __ATOMIC_ACQUIRE),
 			     1))
 		return CUDA_SUCCESS;

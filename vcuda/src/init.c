@@ -132,6 +132,14 @@ static void init_once(void)
 	const char *dbg = getenv("VCUDA_DEBUG");
 	vcg.debug = dbg && strcmp(dbg, "1") == 0;
 	vc_control_attach();
+	/* No share asked (100%): with a node controller the container is still held to what
+	 * the tenants with shares leave (best effort); without one it runs unlimited. */
+	for (int i = 0; vcg.control && vcg.cfg.policy != VCUDA_POLICY_NONE && i < vcg.ndev; i++) {
+		if (!vcg.dev[i].limited) {
+			vcg.dev[i].limited = 1;
+			vcg.any_limited = 1;
+		}
+	}
 	pthread_atfork(NULL, NULL, after_fork_child);
 	if (vcg.any_limited)
 		vc_start_sampler();

@@ -191,8 +191,20 @@ void vc_node_tick(int idx, uint64_t now)
 	int st = vc_node_state(idx, now, &v);
 	uint32_t want = st == VC_NODE_FRESH ? v.mode : st == VC_NODE_STALE ? 100u : 0u;
 	uint32_t had = __atomic_exchange_n(&dv->node_mode, want, __ATOMIC_ACQ_REL);
-	if (want == had)
+	if (want == had) {
+		if (st == VC_NODE_FRESH && v.mode == VCUDA_CONTROL_LIMITED) {
+			/* the local credit never runs ahead of the node's allowance (it may
+			 * lower it, e.g. after a generous start) */
+			struct vc_region_dev *rd = &vcg.region->dev[idx];
+			uint64_t allowed = vc_node_allowed(&v, now);
+			uint64_t r = __atomic_load_n(&rd->refilled, __ATOMIC_RELAXED);
+			while (r > allowed && !__atomic_compare_exchange_n(&rd->refilled, &r, allowed, 1,
+									   __ATOMIC_RELEASE,
+									   __ATOMIC_RELAXED)) {
+			}
+		}
 		return;
+	}
 	if (st == VC_NODE_STALE) {
 		vc_say_once(VC_MSG_NODE, "vcuda: the node's compute controller stopped answering "
 			    "(%s); holding its last fixed rate for %s until it is back",

@@ -196,8 +196,8 @@ void *vc_sampler_main(void *arg)
 				node = 1; /* the node decides: our sampler stands down */
 				continue;
 			}
-			if (!elect(&vcg.region->dev[i], me, now))
-				continue;
+			if (vcg.dev[i].core >= 100 || !elect(&vcg.region->dev[i], me, now))
+				continue; /* no share: nothing to sample for */
 			elected = 1;
 			poll_dev(i, now);
 		}
