@@ -108,7 +108,12 @@ void t_container(struct t_container *ct, int policy)
 	unsigned n = ++ts.next_container;
 	memset(ct, 0, sizeof(*ct));
 	snprintf(ct->dir, sizeof(ct->dir), "%s/c%u", ts.tmp, n);
-	snprintf(ct->cfg, sizeof(ct->cfg), "%s/c%u.config", ts.tmp, n);
+	/* the config in a dir of its own, as the device plugin lays it out: vcuda.control (the
+	 * node's, t_node.c) goes beside it */
+	char cdir[sizeof(ts.tmp) + 32];
+	snprintf(cdir, sizeof(cdir), "%s/c%u.etc", ts.tmp, n);
+	mkdir(cdir, 0755);
+	snprintf(ct->cfg, sizeof(ct->cfg), "%s/vcuda.config", cdir);
 	mkdir(ct->dir, 0777);
 	struct vcuda_config *c = &ct->c;
 	c->magic = VCUDA_CONFIG_MAGIC;

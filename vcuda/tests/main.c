@@ -20,6 +20,7 @@ int t_harness_take_failure(char *why, size_t n);
 	X(compute_accuracy_1proc_large) X(compute_accuracy_4proc_small)                         \
 	X(compute_accuracy_4proc_large) X(compute_launch_variants) X(compute_two_containers_1_9) \
 	X(compute_balance_bursts_and_gives_back) X(compute_pid_namespace_fallback)           \
+	X(node_allowance_obeyed) X(node_unlimited) X(node_stale_holds_fallback)               \
 	X(workload_tool_json)
 #define CHILDREN(X)                                                                           \
 	X(config_probe) X(mem_paths) X(mem_over_cap) X(mem_multi) X(mem_hold) X(mem_check)      \

@@ -1,5 +1,8 @@
 /*
- * t_compute.c - the compute limit, closed loop on the fake GPU.
+ * t_compute.c - the compute limit without a node controller (limits from a config file and no
+ * vcuda.control: the local sampler on NVML's device-wide utilization, ~10 samples/s as the
+ * fake driver models a real H100), closed loop on the fake GPU. Sharing one GPU between
+ * containers is the node controller's job: device-plugin/compute tests it on this driver.
  *
  * A scenario is one emulated container (config + shared dir) of N processes that launch
  * kernels back to back on one fake GPU. The share it gets is read from the fake driver's
@@ -131,8 +134,8 @@ static int finish(struct scen *s)
 	return bad ? -1 : 0;
 }
 
-#define WARM_MS 500
-#define MEASURE_MS 1000
+#define WARM_MS 1500 /* the local loop needs a few 100 ms samples to learn the cost */
+#define MEASURE_MS 1500
 
 /* runs scenarios together: warm-up, one measured window, wait for all */
 static int run_all(struct scen *s, int n)
@@ -253,6 +256,9 @@ void test_compute_launch_variants(void)
 	}
 }
 
+/* Two containers on one GPU and no node controller: each counts the whole GPU's busy time as
+ * its own, so neither ever exceeds its share (caps hold; the GPU is under-used, which is why
+ * shared GPUs need the device plugin's controller). */
 void test_compute_two_containers_1_9(void)
 {
 	for (int attempt = 1;; attempt++) {
@@ -265,77 +271,53 @@ void test_compute_two_containers_1_9(void)
 			s[i].blocks = SMALL;
 		}
 		CHECK(run_all(s, 2) == 0, "burn failed");
-		double ratio = s[0].share / s[1].share;
-		t_note("10%% container %.1f%%, 90%% container %.1f%%: ratio 1:%.2f (want 1:9 +-10%%)",
-		       s[0].share, s[1].share, 1 / ratio);
-		if (retry(attempt, fabs(ratio * 9 - 1) <= 0.10))
+		t_note("no node controller: 10%% container %.1f%%, 90%% container %.1f%% (each at most "
+		       "its share)", s[0].share, s[1].share);
+		int ok = s[0].share <= 13 && s[1].share <= 93;
+		if (retry(attempt, ok))
 			continue;
-		CHECK(fabs(ratio * 9 - 1) <= 0.10, "ratio 1:%.2f", 1 / ratio);
+		CHECK(s[0].share <= 13, "10%% container got %.1f%%", s[0].share);
+		CHECK(s[1].share <= 93, "90%% container got %.1f%%", s[1].share);
 		return;
 	}
 }
 
+/* Without a node controller balance cannot tell whether the GPU is otherwise idle (NVML's
+ * per-process samples are not usable): it holds its share and never bursts on a guess. */
 void test_compute_balance_bursts_and_gives_back(void)
 {
 	for (int attempt = 1;; attempt++) {
 		struct scen a = { .policy = VCUDA_POLICY_BALANCE, .core = 30, .nprocs = 1,
 				  .blocks = SMALL };
-		struct scen b = { .policy = VCUDA_POLICY_FIXED, .core = 50, .nprocs = 1,
-				  .blocks = SMALL };
-		CHECK(start(&a, 3200) == 0, "start a");
-		sleep_ms(500);
-		mark(&a);
-		sleep_ms(500);
-		measure(&a);
-		double alone = a.share;
-		memcpy(b.uuid, a.uuid, sizeof(a.uuid));
-		CHECK(start(&b, 2000) == 0, "start b");
-		sleep_ms(250);
-		mark(&a);
-		sleep_ms(250);
-		measure(&a);
-		double soon = a.share;
-		sleep_ms(500);
-		mark(&a);
-		mark(&b);
-		sleep_ms(1000);
-		measure(&a);
-		measure(&b);
-		CHECK(finish(&a) == 0 && finish(&b) == 0, "burn failed");
-		t_note("balance 30%%: alone %.1f%%; 0.25-0.5 s after a 50%% neighbour starts %.1f%%; "
-		       "then %.1f%% (neighbour %.1f%%)", alone, soon, a.share, b.share);
-		int ok = alone >= 90 && soon <= 45 && fabs(a.share - 30) <= 3 &&
-			 fabs(b.share - 50) <= 3;
-		if (retry(attempt, ok))
+		CHECK(run_all(&a, 1) == 0, "burn failed");
+		t_note("balance 30%% alone, no node controller: %.1f%%", a.share);
+		if (retry(attempt, fabs(a.share - 30) <= 3))
 			continue;
-		CHECK(alone >= 90, "did not burst while alone: %.1f%%", alone);
-		CHECK(soon <= 45, "did not give back: %.1f%%", soon);
-		CHECK(fabs(a.share - 30) <= 3, "guaranteed share %.1f%%, want 30 +- 3", a.share);
-		CHECK(fabs(b.share - 50) <= 3, "neighbour %.1f%%, want 50 +- 3", b.share);
+		CHECK(fabs(a.share - 30) <= 3, "balance without a node: %.1f%%, want 30 +- 3", a.share);
 		return;
 	}
 }
 
-/* NVML reports host pids, the container sees its own: the limiter cannot attribute samples
- * and counts all utilization as its own. A lone container still gets its share; balance
- * does not burst. */
+/* NVML reports host pids, the container sees its own (the fake's default, as on a real
+ * node): nothing here depends on them. */
 void test_compute_pid_namespace_fallback(void)
 {
 	for (int attempt = 1;; attempt++) {
 		struct scen s[2] = {
 			{ .label = "fixed 30%", .policy = VCUDA_POLICY_FIXED },
-			{ .label = "balance 30%", .policy = VCUDA_POLICY_BALANCE },
+			{ .label = "fixed 30%, 1 s per-process samples +-20", .policy = VCUDA_POLICY_FIXED },
 		};
 		int ok = 1;
 		for (int i = 0; i < 2; i++) {
 			s[i].core = 30;
 			s[i].nprocs = 2;
 			s[i].blocks = SMALL;
-			s[i].env = "FAKEGPU_NVML_PID_OFFSET=4000000";
 		}
+		s[0].env = "FAKEGPU_NVML_PID_OFFSET=4000000";
+		s[1].env = "FAKEGPU_PROC_NOISE=20";
 		CHECK(run_all(s, 2) == 0, "burn failed");
 		for (int i = 0; i < 2; i++) {
-			t_note("%s, NVML pids not the container's: %.1f%%", s[i].label, s[i].share);
+			t_note("%s: %.1f%%", s[i].label, s[i].share);
 			ok &= fabs(s[i].share - 30) <= 3;
 		}
 		if (retry(attempt, ok))

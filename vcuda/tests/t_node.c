@@ -1,0 +1,198 @@
+/*
+ * t_node.c - libvcuda under a node controller, scripted here: the test writes the container's
+ * vcuda.control (beside its config) the way the device plugin's controller does, and checks
+ * that launches follow the allowance, that a stale heartbeat holds the fallback rate, and that
+ * the limiter reports its work in vcuda.usage. The closed loop with the real controller runs
+ * in device-plugin/compute on this same fake driver.
+ *
+ * Kernels: 200 blocks x 256 threads = 1600 cost units, 200 us on the fake GPU
+ * (FAKEGPU_NS_PER_BLOCK=1000): 0.125 GPU ns per unit.
+ */
+#include <fcntl.h>
+#include <libgen.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../include/vcuda_control.h"
+#include "harness.h"
+
+#define NS_PER_UNIT 125.0
+
+static uint64_t mono_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static void nap_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+	while (nanosleep(&ts, &ts) != 0) {
+	}
+}
+
+struct node {
+	struct vcuda_control *c;
+	double share;        /* what the scripted node allows */
+	uint32_t mode;
+	long beats;          /* heartbeats to send, then fall silent (-1: forever) */
+	volatile int stop;
+	pthread_t th;
+};
+
+static void publish(struct node *n, uint64_t allowance, double rate, uint64_t now)
+{
+	struct vcuda_control_device *d = &n->c->dev[0];
+	uint64_t s = __atomic_load_n(&d->seq, __ATOMIC_RELAXED);
+	__atomic_store_n(&d->seq, s + 1, __ATOMIC_RELEASE);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	d->allowance = allowance;
+	double fb = rate;
+	memcpy(&d->rate_bits, &rate, sizeof(rate));
+	memcpy(&d->fallback_bits, &fb, sizeof(fb));
+	d->stamp_ns = now;
+	d->mode = n->mode;
+	d->period_us = 100000;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	__atomic_store_n(&d->seq, s + 2, __ATOMIC_RELEASE);
+}
+
+static void *node_main(void *arg)
+{
+	struct node *n = arg;
+	double rate = n->share / NS_PER_UNIT;
+	uint64_t allowance = 0, last = mono_ns();
+	for (long i = 0; !n->stop && (n->beats < 0 || i < n->beats); i++) {
+		uint64_t now = mono_ns();
+		allowance += (uint64_t)(rate * (double)(now - last));
+		last = now;
+		publish(n, allowance, rate, now);
+		nap_ms(100);
+	}
+	return NULL;
+}
+
+/* Creates the control file beside ct's config and starts the scripted node. */
+static int node_start(struct node *n, struct t_container *ct)
+{
+	char dir[256], path[300];
+	snprintf(dir, sizeof(dir), "%s", ct->cfg);
+	snprintf(path, sizeof(path), "%s/%s", dirname(dir), VCUDA_CONTROL_FILE);
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || ftruncate(fd, sizeof(struct vcuda_control)) != 0)
+		return -1;
+	n->c = mmap(NULL, sizeof(*n->c), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (n->c == MAP_FAILED)
+		return -1;
+	n->c->version = VCUDA_CONTROL_VERSION;
+	n->c->size = sizeof(*n->c);
+	n->c->device_count = 1;
+	n->c->magic = VCUDA_CONTROL_MAGIC;
+	return pthread_create(&n->th, NULL, node_main, n) == 0 ? 0 : -1;
+}
+
+static void node_stop(struct node *n)
+{
+	n->stop = 1;
+	pthread_join(n->th, NULL);
+	munmap(n->c, sizeof(*n->c));
+}
+
+/* One container of 2 burn processes on its own fake GPU for ms; share measured over the last
+ * measure_ms. */
+static double run(struct t_container *ct, struct node *n, long ms, long measure_ms,
+		  uint64_t *launched)
+{
+	char uuid[64], devs[128], cfg[300], dur[32];
+	t_uuid(uuid);
+	t_container(ct, VCUDA_POLICY_FIXED);
+	t_container_dev(ct, uuid, 1024, 30); /* the config's 30% is the local fallback's */
+	if (t_container_write(ct) != 0 || node_start(n, ct) != 0)
+		return -1;
+	snprintf(devs, sizeof(devs), "FAKEGPU_DEVICES=%s:81920", uuid);
+	snprintf(cfg, sizeof(cfg), "VCUDA_CONFIG=%s", ct->cfg);
+	snprintf(dur, sizeof(dur), "%ld", ms);
+	const char *env[] = { devs, cfg, "FAKEGPU_NS_PER_BLOCK=1000", NULL };
+	const char *args[] = { "burn", "200", "256", "kernel", dur, NULL };
+	pid_t pids[2];
+	for (int i = 0; i < 2; i++)
+		if ((pids[i] = t_spawn(env, args, NULL)) < 0)
+			return -1;
+	uint64_t b0, t0, b1, t1;
+	nap_ms(ms - measure_ms);
+	int ok = fakegpu_busy_ns(uuid, pids, 2, &b0, &t0) == 0;
+	nap_ms(measure_ms - 100);
+	ok &= fakegpu_busy_ns(uuid, pids, 2, &b1, &t1) == 0;
+	for (int i = 0; i < 2; i++)
+		ok &= t_wait(pids[i]) == 0;
+	node_stop(n);
+	*launched = 0;
+	char up[300];
+	snprintf(up, sizeof(up), "%s/%s", ct->dir, VCUDA_USAGE_FILE);
+	int fd = open(up, O_RDONLY);
+	if (fd >= 0) {
+		struct vcuda_usage u;
+		if (read(fd, &u, sizeof(u)) == (ssize_t)sizeof(u) && u.magic == VCUDA_USAGE_MAGIC)
+			*launched = u.dev[0].launched;
+		close(fd);
+	}
+	return ok ? 100.0 * (double)(b1 - b0) / (double)(t1 - t0) : -1;
+}
+
+#define ATTEMPTS 3
+
+void test_node_allowance_obeyed(void)
+{
+	for (int attempt = 1;; attempt++) {
+		struct t_container ct;
+		struct node n = { .share = 0.55, .mode = VCUDA_CONTROL_LIMITED, .beats = -1 };
+		uint64_t launched;
+		double got = run(&ct, &n, 2500, 1500, &launched);
+		t_note("node allows 55%% (config says 30%%): %.1f%%; %llu units reported", got,
+		       (unsigned long long)launched);
+		if (attempt < ATTEMPTS && fabs(got - 55) > 3)
+			continue;
+		CHECK(fabs(got - 55) <= 3, "share %.1f%%, want the node's 55 +- 3", got);
+		CHECK(launched > 0, "nothing reported in vcuda.usage");
+		return;
+	}
+}
+
+void test_node_unlimited(void)
+{
+	for (int attempt = 1;; attempt++) {
+		struct t_container ct;
+		struct node n = { .share = 0.1, .mode = VCUDA_CONTROL_UNLIMITED, .beats = -1 };
+		uint64_t launched;
+		double got = run(&ct, &n, 2000, 1000, &launched);
+		t_note("node says unlimited (config says 30%%): %.1f%%", got);
+		if (attempt < ATTEMPTS && got < 95)
+			continue;
+		CHECK(got >= 95, "unlimited by the node, got %.1f%%", got);
+		return;
+	}
+}
+
+/* The node sends 5 heartbeats (0.5 s) and falls silent: after the stale window the container
+ * holds the node's fallback rate (40%), not the config's 30% and not the whole GPU. */
+void test_node_stale_holds_fallback(void)
+{
+	for (int attempt = 1;; attempt++) {
+		struct t_container ct;
+		struct node n = { .share = 0.40, .mode = VCUDA_CONTROL_LIMITED, .beats = 5 };
+		uint64_t launched;
+		double got = run(&ct, &n, 3000, 1500, &launched);
+		t_note("node silent after 0.5 s, fallback 40%%: %.1f%% over 1.5-3 s", got);
+		if (attempt < ATTEMPTS && fabs(got - 40) > 3)
+			continue;
+		CHECK(fabs(got - 40) <= 3, "share %.1f%%, want the fallback 40 +- 3", got);
+		return;
+	}
+}
