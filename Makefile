@@ -20,13 +20,14 @@ UPSTREAM := $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(B
 # Our binaries are always handed to `go build`, whose cache makes a no-op fast.
 
 .PHONY: build deps ours limiter upstream cluster cluster-down cluster-status demo \
-        test vet unit ctest e2e bench clean help fresh-check
+        test vet unit ctest e2e bench clean help fresh-check gpu-check
 
 help:
 	@echo "make demo          build, start the local cluster, run a vGPU Volcano Job, show its GPUs"
 	@echo "make test          vet + Go unit tests + C limiter tests + end-to-end tests"
 	@echo "make cluster       start (or reuse) the local cluster; make cluster-down stops it"
 	@echo "make bench         Go and C microbenchmarks (not part of make test)"
+	@echo "make gpu-check     on a real NVIDIA GPU: memory cap and compute shares with PyTorch/CuPy/nvcc"
 	@echo "make fresh-check   make demo + make test on a clean clone of HEAD in a temp dir"
 	@echo "make bench-e2e     200-node benchmark against Volcano deviceshare -> docs/benchmarks.md"
 
@@ -109,11 +110,17 @@ vet:
 	cd e2e/tools && $(GO) vet ./...
 
 # Unit tests, fuzz seed corpora included (go test runs them as tests).
-unit:
+# The compute controller's closed-loop tests run libvcuda and the fake driver.
+unit: limiter
 	$(GO) test -count=1 ./...
 
+# The C suite in plain, ASan+UBSan and TSan builds, then the closed loop with
+# the node's controller on the sanitized limiter builds.
 ctest:
 	$(MAKE) --no-print-directory -C vcuda test
+	for b in asan tsan; do \
+	  VCUDA_BUILD=$(ROOT)/vcuda/_build/$$b $(GO) test -count=1 -run 'TestClosedLoopShares/pair_30|TestClosedLoopControllerDies' ./device-plugin/compute/ || exit 1; \
+	done
 
 # End-to-end tests on their own local cluster (ports from E2E_PORT_BASE, state
 # in _output/local-<base>), so they never disturb the cluster of `make cluster`
@@ -129,6 +136,13 @@ test: vet unit installer-test ctest e2e
 # for FRESH_RUNS, FRESH_LOAD, FRESH_CACHES). Not part of make test.
 fresh-check:
 	e2e/fresh-check.sh
+
+# On a machine with a real NVIDIA GPU (root): libvcuda with PyTorch, CuPy and a
+# CUDA C probe, whichever are installed: memory cap per path, compute shares
+# under the node controller, each tenant in its own pid namespace. Prints a
+# table; without a GPU it says so and exits 0. Not part of make test.
+gpu-check: limiter
+	$(GO) run ./cmd/vgpu-gpu-check -lib vcuda/_build/libvcuda.so
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./api/... ./plugins/... ./device-plugin/...
