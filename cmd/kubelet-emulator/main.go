@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/kubeletemu"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig"
 )
 
 func main() {

@@ -31,10 +31,10 @@ import (
 
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/gpu"
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/nvmlsim"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/plugin"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/podresources"
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/nvmlsim"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig"
 )
 
 func main() {

@@ -1,7 +1,7 @@
 // Package gpu reads what the device plugin needs from NVML: the GPUs, their
 // pairwise links and their health events. It works on any nvml.Interface, so
-// the real library (Open) and the simulated one (package nvmlsim) share every
-// line of discovery code.
+// the real library (Open) and the test harness's simulated one (e2e/sim/nvmlsim)
+// share every line of discovery code.
 package gpu
 
 import (

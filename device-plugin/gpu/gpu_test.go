@@ -10,9 +10,9 @@ import (
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/gpu"
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/nvmlsim"
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig"
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig/simtest"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/nvmlsim"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig/simtest"
 )
 
 func simNode(t testing.TB, name string) simconfig.Node {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig"
 )
 
 func testConfig(t *testing.T) Config {

@@ -14,7 +14,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig"
 )
 
 // switchCount is the number of NVSwitches on a simulated NVSwitch board; a

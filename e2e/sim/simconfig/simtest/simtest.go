@@ -6,14 +6,14 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig"
 )
 
 // LocalNode returns the named node of config/sim/local.yaml or fails t.
 func LocalNode(t testing.TB, name string) simconfig.Node {
 	t.Helper()
 	_, here, _, _ := runtime.Caller(0)
-	f, err := simconfig.Load(filepath.Join(filepath.Dir(here), "..", "..", "..", "config", "sim", "local.yaml"))
+	f, err := simconfig.Load(filepath.Join(filepath.Dir(here), "..", "..", "..", "..", "config", "sim", "local.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

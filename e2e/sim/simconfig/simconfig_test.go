@@ -9,7 +9,7 @@ import (
 
 func repoFile(t *testing.T, rel string) string {
 	_, here, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(here), "..", "..", rel)
+	return filepath.Join(filepath.Dir(here), "..", "..", "..", rel)
 }
 
 func TestShippedFiles(t *testing.T) {
