@@ -18,7 +18,7 @@ func (f *flags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.configFile, "config", "", "device plugin config file (version: v1); empty uses the defaults")
 	fs.StringVar(&f.nodeName, "node-name", "", "this node's name (default: $NODE_NAME)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file; empty uses the in-cluster config")
-	fs.StringVar(&f.simulate, "simulate", "", "simulate NVML from this config/sim file (its node named --node-name)")
+	fs.StringVar(&f.simulate, "simulate", "", "simulate NVML from this simulated-cluster file (e2e/sim/clusters/*.yaml) (its node named --node-name)")
 	fs.StringVar(&f.simulateXIDFile, "simulate-xid-file", "", "with --simulate: file whose new lines \"<gpu uuid|index|all> <xid>\" inject Xid errors (default <state dir>/inject-xid)")
 	fs.StringVar(&f.pluginsDir, "device-plugins-dir", "", "kubelet's device-plugins directory (overrides kubelet.devicePluginsDir)")
 	fs.StringVar(&f.kubeletSocket, "kubelet-socket", "", "kubelet's registration socket (overrides kubelet.kubeletSocket; default <device-plugins-dir>/kubelet.sock)")

@@ -3,7 +3,7 @@
 // GPU inventory and vgpu-memory/vgpu-cores capacity, and gives each
 // container exactly the GPUs and limits the scheduler assigned it.
 //
-// With --simulate=<config/sim file> it runs on a simulated NVML built from
+// With --simulate=<e2e/sim/clusters/*.yaml> it runs on a simulated NVML built from
 // that file's node named --node-name; no GPU or driver is needed.
 package main
 

@@ -14,5 +14,5 @@ bench-e2e-bin:
 
 bench-e2e: build bench-e2e-bin
 	VGPU_CLUSTER_PORT_BASE=$${VGPU_CLUSTER_PORT_BASE:-$(BENCH_PORT_BASE)} \
-	VGPU_SIM_FILE=$${VGPU_SIM_FILE:-config/sim/bench.yaml} \
+	VGPU_SIM_FILE=$${VGPU_SIM_FILE:-e2e/sim/clusters/bench.yaml} \
 	  $(BIN)/vgpu-bench $(BENCH_FLAGS)

@@ -123,7 +123,7 @@ func TestDefaultConfigPortBase(t *testing.T) {
 }
 
 func TestNodeObject(t *testing.T) {
-	f, err := simconfig.Load(filepath.Join("..", "..", "config", "sim", "local.yaml"))
+	f, err := simconfig.Load(filepath.Join("..", "sim", "clusters", "local.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

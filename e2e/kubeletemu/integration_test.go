@@ -43,7 +43,7 @@ type cluster struct {
 
 func simNode(t *testing.T) simconfig.Node {
 	_, here, _, _ := runtime.Caller(0)
-	f, err := simconfig.Load(filepath.Join(filepath.Dir(here), "..", "..", "config", "sim", "local.yaml"))
+	f, err := simconfig.Load(filepath.Join(filepath.Dir(here), "..", "sim", "clusters", "local.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
