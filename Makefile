@@ -43,11 +43,14 @@ define gobuild
 	  if cmp -s $(1).new $(1); then rm -f $(1).new; else mv -f $(1).new $(1); fi
 endef
 
+# The shipped binaries (cmd/), then the harness's (e2e/cmd/): the simulated
+# nodes' device plugin, the kubelet emulator and the cluster driver.
 ours:
 	@mkdir -p $(BIN)
 	$(call gobuild,$(BIN)/vc-scheduler,./cmd/vc-scheduler)
 	$(call gobuild,$(BIN)/vgpu-device-plugin,./cmd/vgpu-device-plugin)
-	$(call gobuild,$(BIN)/kubelet-emulator,./cmd/kubelet-emulator)
+	$(call gobuild,$(BIN)/vgpu-device-plugin-sim,./e2e/cmd/vgpu-device-plugin-sim)
+	$(call gobuild,$(BIN)/kubelet-emulator,./e2e/cmd/kubelet-emulator)
 	$(call gobuild,$(BIN)/localcluster,./e2e/cmd/localcluster)
 
 # libvcuda.so, the fake CUDA driver and the test workload (vcuda/_build).

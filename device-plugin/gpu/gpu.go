@@ -74,9 +74,9 @@ func New(lib nvml.Interface) (DeviceLib, error) {
 	switch ret := lib.Init(); ret {
 	case nvml.SUCCESS:
 	case nvml.ERROR_LIBRARY_NOT_FOUND:
-		return nil, fmt.Errorf("%w: libnvidia-ml.so.1 could not be loaded: install the NVIDIA driver (and run the container with the NVIDIA runtime), or run with --simulate=<e2e/sim/clusters/*.yaml>", ErrNVMLNotFound)
+		return nil, fmt.Errorf("%w: libnvidia-ml.so.1 could not be loaded: install the NVIDIA driver (and run the container with the NVIDIA runtime)", ErrNVMLNotFound)
 	default:
-		return nil, fmt.Errorf("NVML init: %v: check that the NVIDIA driver is loaded (nvidia-smi), or run with --simulate=<e2e/sim/clusters/*.yaml>", ret)
+		return nil, fmt.Errorf("NVML init: %v: check that the NVIDIA driver is loaded (nvidia-smi)", ret)
 	}
 	return &nvmlLib{lib: lib}, nil
 }

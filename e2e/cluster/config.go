@@ -1,8 +1,8 @@
 // Package cluster starts and stops the local test cluster: etcd,
-// kube-apiserver, kwok, Volcano's vc-controller-manager and our vc-scheduler,
-// all on 127.0.0.1, plus one simulated GPU node per entry of a simulated-cluster file
-// (a kwok node, its device plugin in simulation mode and the kubelet
-// emulator that drives it).
+// kube-apiserver, kube-controller-manager, kwok, Volcano's webhook and
+// controller managers and our vc-scheduler, all on 127.0.0.1, plus one
+// simulated GPU node per entry of a simulated-cluster file (a kwok node, its
+// simulated device plugin and the kubelet emulator that drives it).
 //
 // Every process is started detached with its pid in StateDir/pids, so the
 // cluster outlives the command that started it (make cluster) and is reused

@@ -22,7 +22,7 @@ request (Volcano's own ceiling on this machine). Medians of {{.Runs}} run(s) per
 
 - **Cluster**: the local cluster of ` + "`make cluster`" + ` (etcd, kube-apiserver, kube-controller-manager,
   Volcano's webhook and controller managers, our vc-scheduler build, kwok) with {{.Cluster}}
-  (` + "`e2e/sim/clusters/bench.yaml`" + `). Every node runs our device plugin in simulation mode, with
+  (` + "`e2e/sim/clusters/bench.yaml`" + `). Every node runs our device plugin on a simulated NVML (` + "`vgpu-device-plugin-sim`" + `), with
   ` + "`report.hami: true`" + ` in all three setups so deviceshare finds its
   ` + "`volcano.sh/node-vgpu-register`" + ` annotation and its handshake answered; the kubelet emulator
   drives the plugins' kubelet API for bound pods. The {{.Agents.DevicePlugins}} device plugin processes held
