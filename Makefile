@@ -35,6 +35,7 @@ build: ours upstream limiter $(OUT)/crds/.done $(OUT)/kwok-stages/.done
 deps:
 	$(GO) mod download
 	cd e2e/tools && $(GO) mod download
+	cd e2e/bench && $(GO) mod download
 
 # A binary is replaced only when its bytes change, so `make cluster` restarts
 # exactly the processes whose code changed (it compares binary and pid file times).
@@ -106,14 +107,18 @@ cluster-status:
 demo: cluster
 	$(GO) run ./e2e/cmd/demo
 
+# The main module, then the modules of their own under e2e/ (the control-plane
+# build and the end-to-end benchmark, which alone needs the plotting library).
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/...
 	cd e2e/tools && $(GO) vet ./...
+	cd e2e/bench && $(GO) vet ./...
 
 # Unit tests, fuzz seed corpora included (go test runs them as tests).
 unit:
 	$(GO) test -count=1 ./...
+	cd e2e/bench && $(GO) test -count=1 ./...
 
 ctest:
 	$(MAKE) --no-print-directory -C vcuda test
