@@ -36,6 +36,7 @@ build: ours upstream limiter $(OUT)/crds/.done $(OUT)/kwok-stages/.done
 deps:
 	$(GO) mod download
 	cd e2e/tools && $(GO) mod download
+	cd e2e/bench && $(GO) mod download
 
 # A binary is replaced only when its bytes change, so `make cluster` restarts
 # exactly the processes whose code changed (it compares binary and pid file times).
@@ -44,11 +45,14 @@ define gobuild
 	  if cmp -s $(1).new $(1); then rm -f $(1).new; else mv -f $(1).new $(1); fi
 endef
 
+# The shipped binaries (cmd/), then the harness's (e2e/cmd/): the simulated
+# nodes' device plugin, the kubelet emulator and the cluster driver.
 ours:
 	@mkdir -p $(BIN)
 	$(call gobuild,$(BIN)/vc-scheduler,./cmd/vc-scheduler)
 	$(call gobuild,$(BIN)/vgpu-device-plugin,./cmd/vgpu-device-plugin)
-	$(call gobuild,$(BIN)/kubelet-emulator,./cmd/kubelet-emulator)
+	$(call gobuild,$(BIN)/vgpu-device-plugin-sim,./e2e/cmd/vgpu-device-plugin-sim)
+	$(call gobuild,$(BIN)/kubelet-emulator,./e2e/cmd/kubelet-emulator)
 	$(call gobuild,$(BIN)/localcluster,./e2e/cmd/localcluster)
 
 # libvcuda.so, the fake CUDA driver and the test workload (vcuda/_build).
@@ -104,15 +108,19 @@ cluster-status:
 demo: cluster
 	$(GO) run ./e2e/cmd/demo
 
+# The main module, then the modules of their own under e2e/ (the control-plane
+# build and the end-to-end benchmark, which alone needs the plotting library).
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/...
 	cd e2e/tools && $(GO) vet ./...
+	cd e2e/bench && $(GO) vet ./...
 
 # Unit tests, fuzz seed corpora included (go test runs them as tests).
 # The compute controller's closed-loop tests run libvcuda and the fake driver.
 unit: limiter
 	$(GO) test -count=1 ./...
+	cd e2e/bench && $(GO) test -count=1 ./...
 
 # The C suite in plain, ASan+UBSan and TSan builds, then the closed loop with
 # the node's controller on the sanitized limiter builds.

@@ -143,10 +143,11 @@ func TestSchedulerFlags(t *testing.T) {
 }
 
 // TestDevicePluginFlags: every flag the chart passes to the device plugin is
-// defined in cmd/vgpu-device-plugin (package main cannot be imported: its
-// flags are read from flags.go) or is klog's.
+// defined in device-plugin/app (read from its flags.go: importing the package
+// would link NVML into this test, next to Volcano's use of package plugin,
+// whose eager symbol binding then fails at start) or is klog's.
 func TestDevicePluginFlags(t *testing.T) {
-	src, err := os.ReadFile("../cmd/vgpu-device-plugin/flags.go")
+	src, err := os.ReadFile("../device-plugin/app/flags.go")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ type Config struct {
 	Report        Report            `json:"report"`
 	Allocate      Allocate          `json:"allocate"`
 	// MaxShares is the number of containers one GPU can serve (vgpu-number
-	// replicas per GPU). Simulated nodes use their config/sim value instead.
+	// replicas per GPU). Simulated nodes carry their own value instead.
 	MaxShares int `json:"maxShares"`
 	// StateDir holds the per-container limiter files (host path).
 	StateDir string `json:"stateDir"`

@@ -1,7 +1,7 @@
 // Package gpu reads what the device plugin needs from NVML: the GPUs, their
 // pairwise links and their health events. It works on any nvml.Interface, so
-// the real library (Open) and the simulated one (package nvmlsim) share every
-// line of discovery code.
+// the real library (Open) and the test harness's simulated one (e2e/sim/nvmlsim)
+// share every line of discovery code.
 package gpu
 
 import (
@@ -83,9 +83,9 @@ func New(lib nvml.Interface) (DeviceLib, error) {
 	switch ret := lib.Init(); ret {
 	case nvml.SUCCESS:
 	case nvml.ERROR_LIBRARY_NOT_FOUND:
-		return nil, fmt.Errorf("%w: libnvidia-ml.so.1 could not be loaded: install the NVIDIA driver (and run the container with the NVIDIA runtime), or run with --simulate=<config/sim file>", ErrNVMLNotFound)
+		return nil, fmt.Errorf("%w: libnvidia-ml.so.1 could not be loaded: install the NVIDIA driver (and run the container with the NVIDIA runtime)", ErrNVMLNotFound)
 	default:
-		return nil, fmt.Errorf("NVML init: %v: check that the NVIDIA driver is loaded (nvidia-smi), or run with --simulate=<config/sim file>", ret)
+		return nil, fmt.Errorf("NVML init: %v: check that the NVIDIA driver is loaded (nvidia-smi)", ret)
 	}
 	return &nvmlLib{lib: lib}, nil
 }

@@ -19,11 +19,11 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/api"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/gpu"
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/nvmlsim"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/podresources"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/replica"
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig"
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig/simtest"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/nvmlsim"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig/simtest"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 )
 

@@ -8,11 +8,13 @@ BENCH_FLAGS     ?=
 
 .PHONY: bench-e2e bench-e2e-bin
 
+# e2e/bench is a module of its own (its go.mod replaces the main module with
+# this checkout).
 bench-e2e-bin:
 	@mkdir -p $(BIN)
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/vgpu-bench ./e2e/bench/cmd/vgpu-bench
+	cd e2e/bench && $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/vgpu-bench ./cmd/vgpu-bench
 
 bench-e2e: build bench-e2e-bin
 	VGPU_CLUSTER_PORT_BASE=$${VGPU_CLUSTER_PORT_BASE:-$(BENCH_PORT_BASE)} \
-	VGPU_SIM_FILE=$${VGPU_SIM_FILE:-config/sim/bench.yaml} \
+	VGPU_SIM_FILE=$${VGPU_SIM_FILE:-e2e/sim/clusters/bench.yaml} \
 	  $(BIN)/vgpu-bench $(BENCH_FLAGS)

@@ -16,9 +16,10 @@ import (
 )
 
 // The node agents: one kubelet emulator for every simulated node (kwok runs
-// no kubelet) and one device plugin per node in simulation mode, each with
-// its own device-plugins directory, PodResources socket and state under
-// SocketDir/<node>. See e2e/kubeletemu for what the emulator does.
+// no kubelet) and one device plugin per node, vgpu-device-plugin-sim (the
+// shipped plugin's code on a simulated NVML, e2e/cmd/vgpu-device-plugin-sim),
+// each with its own device-plugins directory, PodResources socket and state
+// under SocketDir/<node>. See e2e/kubeletemu for what the emulator does.
 
 // EmulatorName is the pid/log name of the kubelet emulator.
 const EmulatorName = "kubelet-emulator"
@@ -59,8 +60,8 @@ func (cl *Cluster) ensureNodeAgents(ctx context.Context) error {
 		"--base-dir=" + c.SocketDir, "--nodes-from=" + c.SimFile}}}
 	for i, n := range cl.Nodes {
 		dir := c.NodeDir(n.Name)
-		procs = append(procs, proc{name: DevicePluginName(n.Name), args: []string{c.bin("vgpu-device-plugin"), kubeconfig,
-			"--config=" + dpConf, "--node-name=" + n.Name, "--simulate=" + c.SimFile,
+		procs = append(procs, proc{name: DevicePluginName(n.Name), args: []string{c.bin("vgpu-device-plugin-sim"), kubeconfig,
+			"--config=" + dpConf, "--node-name=" + n.Name, "--sim-file=" + c.SimFile,
 			"--device-plugins-dir=" + filepath.Join(dir, "device-plugins"),
 			"--pod-resources-socket=" + filepath.Join(dir, "pod-resources", "kubelet.sock"),
 			"--state-dir=" + filepath.Join(dir, "state"),

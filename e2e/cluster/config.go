@@ -1,8 +1,8 @@
 // Package cluster starts and stops the local test cluster: etcd,
-// kube-apiserver, kwok, Volcano's vc-controller-manager and our vc-scheduler,
-// all on 127.0.0.1, plus one simulated GPU node per entry of a config/sim file
-// (a kwok node, its device plugin in simulation mode and the kubelet
-// emulator that drives it).
+// kube-apiserver, kube-controller-manager, kwok, Volcano's webhook and
+// controller managers and our vc-scheduler, all on 127.0.0.1, plus one
+// simulated GPU node per entry of a simulated-cluster file (a kwok node, its
+// simulated device plugin and the kubelet emulator that drives it).
 //
 // Every process is started detached with its pid in StateDir/pids, so the
 // cluster outlives the command that started it (make cluster) and is reused
@@ -40,8 +40,8 @@ type Ports struct {
 // so several clusters can run side by side.
 const EnvPortBase = "VGPU_CLUSTER_PORT_BASE"
 
-// EnvSimFile names the config/sim file whose nodes the cluster creates
-// (default config/sim/local.yaml).
+// EnvSimFile names the simulated-cluster file whose nodes the cluster creates
+// (default e2e/sim/clusters/local.yaml).
 const EnvSimFile = "VGPU_SIM_FILE"
 
 // EnvSchedulerConf names the vc-scheduler configuration (default
@@ -70,7 +70,7 @@ type Config struct {
 	BinDir        string // built binaries (make build-cluster)
 	StateDir      string // pids, logs, certificates, etcd data, kubeconfig
 	SocketDir     string // kubelet/device-plugin sockets (short path: 107-byte limit)
-	SimFile       string // config/sim file with the nodes to create
+	SimFile       string // simulated-cluster file with the nodes to create
 	SchedulerConf string // vc-scheduler configuration
 	CRDDir        string // Volcano CRDs copied by the Makefile
 	StagesFile    string // our kwok stages
@@ -104,7 +104,7 @@ func DefaultConfig(root string) (Config, error) {
 	if base != defaultPortBase {
 		state = fmt.Sprintf("%s-%d", state, base)
 	}
-	sim := filepath.Join(root, "config", "sim", "local.yaml")
+	sim := filepath.Join(root, "e2e", "sim", "clusters", "local.yaml")
 	if v := os.Getenv(EnvSimFile); v != "" {
 		sim = v
 		if !filepath.IsAbs(sim) {
@@ -134,7 +134,7 @@ func DefaultConfig(root string) (Config, error) {
 		SimFile:          sim,
 		SchedulerConf:    conf,
 		CRDDir:           filepath.Join(out, "crds"),
-		StagesFile:       filepath.Join(root, "config", "kwok", "stages.yaml"),
+		StagesFile:       filepath.Join(root, "e2e", "sim", "kwok-stages.yaml"),
 		KwokStagesDir:    filepath.Join(out, "kwok-stages"),
 		Ports:            portsFrom(base),
 		DevicePluginHAMi: hami,

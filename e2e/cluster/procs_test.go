@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig"
 )
 
 func testConfig(t *testing.T) Config {
@@ -123,7 +123,7 @@ func TestDefaultConfigPortBase(t *testing.T) {
 }
 
 func TestNodeObject(t *testing.T) {
-	f, err := simconfig.Load(filepath.Join("..", "..", "config", "sim", "local.yaml"))
+	f, err := simconfig.Load(filepath.Join("..", "sim", "clusters", "local.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@
 //     /usr/local/nvidia/lib64;
 //   - the node's driver: the fake driver keeps one state file per GPU under
 //     <WorkDir>/<node>/gpus, created for every GPU of the node (same UUIDs,
-//     same memory as config/sim), shared by all containers on that node, so
+//     same memory as e2e/sim/clusters), shared by all containers on that node, so
 //     two containers given the same GPU contend on the same simulated GPU.
 //
 // Visibility: libvcuda.so does NOT filter device enumeration by

@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/kubeletemu"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig"
 )
 
 // Container paths the emulated image and runtime hook use.

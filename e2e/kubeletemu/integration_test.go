@@ -21,12 +21,12 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/api"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/gpu"
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/nvmlsim"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/plugin"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/podresources"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/replica"
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/kubeletemu"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/nvmlsim"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig"
 )
 
 const nodeName = "a100-40g-0"
@@ -43,7 +43,7 @@ type cluster struct {
 
 func simNode(t *testing.T) simconfig.Node {
 	_, here, _, _ := runtime.Caller(0)
-	f, err := simconfig.Load(filepath.Join(filepath.Dir(here), "..", "..", "config", "sim", "local.yaml"))
+	f, err := simconfig.Load(filepath.Join(filepath.Dir(here), "..", "sim", "clusters", "local.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

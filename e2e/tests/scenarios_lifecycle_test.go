@@ -19,7 +19,7 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/api"
 )
 
-// simCompleteKey makes kwok finish a pod (config/kwok/stages.yaml).
+// simCompleteKey makes kwok finish a pod (e2e/sim/kwok-stages.yaml).
 const simCompleteKey = "volcano-vgpu.io/sim-complete"
 
 // vcctlRun submits a Job through `vcctl job run -f` (JSON is YAML).

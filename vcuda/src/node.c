@@ -124,14 +124,15 @@ static int read_entry(int idx, struct vc_node_view *v, uint64_t *seq)
 		uint64_t s1 = __atomic_load_n(&d->seq, __ATOMIC_ACQUIRE);
 		if (s1 & 1)
 			continue;
-		v->mode = __atomic_load_n(&d->mode, __ATOMIC_RELAXED);
-		v->period_us = __atomic_load_n(&d->period_us, __ATOMIC_RELAXED);
-		v->allowance = __atomic_load_n(&d->allowance, __ATOMIC_RELAXED);
-		v->stamp_ns = __atomic_load_n(&d->stamp_ns, __ATOMIC_RELAXED);
-		v->rate = vc_bits2d(__atomic_load_n(&d->rate_bits, __ATOMIC_RELAXED));
-		v->fallback = vc_bits2d(__atomic_load_n(&d->fallback_bits, __ATOMIC_RELAXED));
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&d->seq, __ATOMIC_RELAXED) == s1) {
+		/* acquire loads: the second read of seq cannot move above them (no fences:
+		 * TSan builds do not support them) */
+		v->mode = __atomic_load_n(&d->mode, __ATOMIC_ACQUIRE);
+		v->period_us = __atomic_load_n(&d->period_us, __ATOMIC_ACQUIRE);
+		v->allowance = __atomic_load_n(&d->allowance, __ATOMIC_ACQUIRE);
+		v->stamp_ns = __atomic_load_n(&d->stamp_ns, __ATOMIC_ACQUIRE);
+		v->rate = vc_bits2d(__atomic_load_n(&d->rate_bits, __ATOMIC_ACQUIRE));
+		v->fallback = vc_bits2d(__atomic_load_n(&d->fallback_bits, __ATOMIC_ACQUIRE));
+		if (__atomic_load_n(&d->seq, __ATOMIC_ACQUIRE) == s1) {
 			*seq = s1;
 			return 1;
 		}

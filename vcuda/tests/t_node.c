@@ -50,17 +50,16 @@ static void publish(struct node *n, uint64_t allowance, double rate, uint64_t no
 {
 	struct vcuda_control_device *d = &n->c->dev[0];
 	uint64_t s = __atomic_load_n(&d->seq, __ATOMIC_RELAXED);
-	__atomic_store_n(&d->seq, s + 1, __ATOMIC_RELEASE);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	d->allowance = allowance;
-	double fb = rate;
-	memcpy(&d->rate_bits, &rate, sizeof(rate));
-	memcpy(&d->fallback_bits, &fb, sizeof(fb));
-	d->stamp_ns = now;
-	d->mode = n->mode;
-	d->period_us = 100000;
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	__atomic_store_n(&d->seq, s + 2, __ATOMIC_RELEASE);
+	uint64_t rb;
+	memcpy(&rb, &rate, sizeof(rb));
+	__atomic_store_n(&d->seq, s + 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&d->allowance, allowance, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&d->rate_bits, rb, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&d->fallback_bits, rb, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&d->stamp_ns, now, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&d->mode, n->mode, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&d->period_us, 100000u, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&d->seq, s + 2, __ATOMIC_SEQ_CST);
 }
 
 static void *node_main(void *arg)

@@ -22,7 +22,7 @@ request (Volcano's own ceiling on this machine). Medians of {{.Runs}} run(s) per
 
 - **Cluster**: the local cluster of ` + "`make cluster`" + ` (etcd, kube-apiserver, kube-controller-manager,
   Volcano's webhook and controller managers, our vc-scheduler build, kwok) with {{.Cluster}}
-  (` + "`config/sim/bench.yaml`" + `). Every node runs our device plugin in simulation mode, with
+  (` + "`e2e/sim/clusters/bench.yaml`" + `). Every node runs our device plugin on a simulated NVML (` + "`vgpu-device-plugin-sim`" + `), with
   ` + "`report.hami: true`" + ` in all three setups so deviceshare finds its
   ` + "`volcano.sh/node-vgpu-register`" + ` annotation and its handshake answered; the kubelet emulator
   drives the plugins' kubelet API for bound pods. The {{.Agents.DevicePlugins}} device plugin processes held
@@ -101,6 +101,6 @@ Two hundred device plugins need 200 inotify instances: the cluster harness raise
 ` + "```" + `
 
 It builds what it needs, starts its own cluster (port base 27000 unless ` + "`VGPU_CLUSTER_PORT_BASE`" + ` is
-set, nodes from ` + "`config/sim/bench.yaml`" + `), runs, rewrites this file and ` + "`docs/{{.ChartPNG}}`" + `,
+set, nodes from ` + "`e2e/sim/clusters/bench.yaml`" + `), runs, rewrites this file and ` + "`docs/{{.ChartPNG}}`" + `,
 and stops the cluster; this invocation took {{num .Minutes}} minutes. Raw results: ` + "`_output/bench/results.json`" + `. Flags: ` + "`BENCH_FLAGS=\"-runs 1 -timeout 2m\"`" + `.
 `

@@ -39,7 +39,7 @@ type Mix struct {
 	GangPods  int         // pods per gang job
 }
 
-// DefaultMix fills the benchmark cluster (config/sim/bench.yaml: 1,600 GPUs)
+// DefaultMix fills the benchmark cluster (e2e/sim/clusters/bench.yaml: 1,600 GPUs)
 // to about 90% of its GPUs when packed well: 1,740 pods.
 func DefaultMix() Mix {
 	return Mix{Fractions: 1200, Wholes: 300, Gangs: map[int]int{2: 70, 4: 35, 8: 15}, GangPods: 2}

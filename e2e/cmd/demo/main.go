@@ -30,10 +30,10 @@ import (
 	vcclient "volcano.sh/apis/pkg/client/clientset/versioned"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/cluster"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/containeremu"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/kubeletemu"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig"
 )
 
 func main() {

@@ -109,7 +109,7 @@ func run(ctx context.Context, f flags) (err error) {
 		return err
 	}
 	if os.Getenv(cluster.EnvSimFile) == "" {
-		_ = os.Setenv(cluster.EnvSimFile, filepath.Join(root, "config", "sim", "bench.yaml"))
+		_ = os.Setenv(cluster.EnvSimFile, filepath.Join(root, "e2e", "sim", "clusters", "bench.yaml"))
 	}
 	cfg, err := cluster.DefaultConfig(root)
 	if err != nil {

@@ -1,7 +1,8 @@
-// Package simconfig reads the simulated-cluster files in config/sim: which
-// nodes exist and which GPUs, NVLinks and NUMA nodes each has. The local
-// cluster creates the nodes from it and the device plugin's simulation
-// backend builds its mock NVML from it, so both see the same UUIDs.
+// Package simconfig reads the simulated-cluster files in e2e/sim/clusters:
+// which nodes exist and which GPUs, NVLinks and NUMA nodes each has. The
+// local cluster creates the nodes from it and the simulation build of the
+// device plugin (e2e/cmd/vgpu-device-plugin-sim) builds its mock NVML from
+// it, so both see the same UUIDs.
 package simconfig
 
 import (
@@ -26,7 +27,7 @@ const (
 	TopologyPCIe     Topology = "pcie"     // no NVLink
 )
 
-// File is one config/sim/*.yaml.
+// File is one e2e/sim/clusters/*.yaml.
 type File struct {
 	Version string  `json:"version"`
 	Groups  []Group `json:"nodes"`

@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/kubeletemu"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig"
 )
 
 func main() {
@@ -31,7 +31,7 @@ func main() {
 	kubeconfig := pflag.String("kubeconfig", "", "kubeconfig file; empty uses the in-cluster config")
 	baseDir := pflag.String("base-dir", "", "directory holding one subdirectory per node (required; keep it short: socket paths are limited to 107 bytes)")
 	nodes := pflag.StringSlice("nodes", nil, "node names to serve")
-	nodesFrom := pflag.String("nodes-from", "", "serve every node of this config/sim file (in addition to --nodes)")
+	nodesFrom := pflag.String("nodes-from", "", "serve every node of this simulated-cluster file (e2e/sim/clusters/*.yaml) (in addition to --nodes)")
 	resources := pflag.StringSlice("resources", []string{"volcano.sh/vgpu-number"}, "device-plugin resources a pod may request before its plugin registers")
 	registerWait := pflag.Duration("register-wait", 30*time.Second, "how long admission waits for a requested resource's plugin to (re-)register")
 	pflag.Parse()
@@ -60,7 +60,7 @@ func run(ctx context.Context, kubeconfig, baseDir string, nodes []string, nodesF
 		}
 	}
 	if len(nodes) == 0 {
-		return errors.New("no nodes: pass --nodes=a,b or --nodes-from=<config/sim file>")
+		return errors.New("no nodes: pass --nodes=a,b or --nodes-from=<e2e/sim/clusters/*.yaml>")
 	}
 	rest, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {

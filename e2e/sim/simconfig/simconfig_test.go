@@ -9,7 +9,7 @@ import (
 
 func repoFile(t *testing.T, rel string) string {
 	_, here, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(here), "..", "..", rel)
+	return filepath.Join(filepath.Dir(here), "..", "..", "..", rel)
 }
 
 func TestShippedFiles(t *testing.T) {
@@ -18,8 +18,8 @@ func TestShippedFiles(t *testing.T) {
 		nodes     int
 		firstGPUs int
 	}{
-		{"config/sim/local.yaml", 6, 8},
-		{"config/sim/bench.yaml", 200, 8},
+		{"e2e/sim/clusters/local.yaml", 6, 8},
+		{"e2e/sim/clusters/bench.yaml", 200, 8},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
@@ -45,7 +45,7 @@ func TestShippedFiles(t *testing.T) {
 }
 
 func TestTopology(t *testing.T) {
-	f, err := Load(repoFile(t, "config/sim/local.yaml"))
+	f, err := Load(repoFile(t, "e2e/sim/clusters/local.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

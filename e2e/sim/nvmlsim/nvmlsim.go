@@ -1,7 +1,8 @@
 // Package nvmlsim builds a simulated NVML (go-nvml's mock) from one node of
-// a config/sim file: deterministic UUIDs and PCI bus IDs, memory, NUMA nodes,
-// PCIe common ancestors and NVLinks (direct pairs or through NVSwitches), and
-// an event set into which tests and the local cluster inject Xid errors.
+// a simulated-cluster file (e2e/sim/clusters): deterministic UUIDs and PCI
+// bus IDs, memory, NUMA nodes, PCIe common ancestors and NVLinks (direct pairs
+// or through NVSwitches), and an event set into which tests and the local
+// cluster inject Xid errors.
 //
 // Every mock method the device plugin calls is filled in; any other method
 // panics, as go-nvml's mock does.
@@ -14,7 +15,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/simconfig"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig"
 )
 
 // switchCount is the number of NVSwitches on a simulated NVSwitch board; a

@@ -1,0 +1,148 @@
+// Package app is the device plugin binary minus the way it opens NVML: flags,
+// configuration, the API and PodResources clients, metrics and the plugin's
+// run loop. cmd/vgpu-device-plugin runs it on the node's NVML; the test
+// harness runs the same code on a simulated NVML (e2e/cmd/vgpu-device-plugin-sim).
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/gpu"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/plugin"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/podresources"
+)
+
+// OpenDeviceLib opens the GPUs of node. A non-zero maxShares overrides the
+// configuration's maxShares (a simulated node carries its own). The library
+// is shut down when Run returns.
+type OpenDeviceLib func(ctx context.Context, cfg config.Config, node string) (lib gpu.DeviceLib, maxShares int, err error)
+
+// ErrNoNodeName is returned by Run when neither --node-name nor NODE_NAME
+// names the node.
+var ErrNoNodeName = errors.New("node name unknown")
+
+// Main is a device plugin binary's main function: it parses the command line
+// (Flags, klog's flags and whatever bind adds; bind may be nil), runs the
+// plugin until SIGINT or SIGTERM, and exits with status 1 when Run fails.
+// name names the logger.
+func Main(name string, bind func(*pflag.FlagSet), open OpenDeviceLib) {
+	klog.InitFlags(nil)
+	pflag.CommandLine.AddGoFlagSet(flag.CommandLine) // klog's -v, --vmodule, …
+	var f Flags
+	f.Bind(pflag.CommandLine)
+	if bind != nil {
+		bind(pflag.CommandLine)
+	}
+	pflag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ctx = klog.NewContext(ctx, klog.Background().WithName(name))
+	if err := Run(ctx, f, open); err != nil {
+		klog.FromContext(ctx).Error(err, "Device plugin failed")
+		klog.Flush()
+		stop()
+		os.Exit(1)
+	}
+	klog.Flush()
+}
+
+// Run runs the device plugin of one node until ctx ends; SIGHUP re-registers
+// it with kubelet.
+func Run(ctx context.Context, f Flags, open OpenDeviceLib) error {
+	logger := klog.FromContext(ctx)
+	cfg, err := f.Config()
+	if err != nil {
+		return err
+	}
+	node := f.NodeName
+	if node == "" {
+		node = os.Getenv("NODE_NAME")
+	}
+	if node == "" {
+		return fmt.Errorf("%w: pass --node-name or set NODE_NAME (the DaemonSet sets it from spec.nodeName)", ErrNoNodeName)
+	}
+	lib, maxShares, err := open(ctx, cfg, node)
+	if err != nil {
+		return err
+	}
+	defer lib.Shutdown()
+	rest, err := clientcmd.BuildConfigFromFlags("", f.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig %q: %w (omit --kubeconfig inside the cluster)", f.Kubeconfig, err)
+	}
+	rest.QPS, rest.Burst = 20, 40
+	rest.UserAgent = "vgpu-device-plugin/" + node
+	client, err := kubernetes.NewForConfig(rest)
+	if err != nil {
+		return err
+	}
+	pr, err := podresources.NewClient(cfg.Kubelet.PodResourcesSocket, cfg.ResourceNames.Number, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer pr.Close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	p, err := plugin.New(ctx, plugin.Options{
+		Node: node, Client: client, Lib: lib, Config: cfg, MaxShares: maxShares,
+		PodResources: pr, Limiter: plugin.EncodeLimiter, Clock: clock.RealClock{}, Registry: reg,
+	})
+	if err != nil {
+		return err
+	}
+	if cfg.MetricsAddress != "" {
+		if err := serveMetrics(ctx, cfg.MetricsAddress, reg); err != nil {
+			return err
+		}
+	}
+	restart := make(chan struct{}, 1)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for range hup {
+			select {
+			case restart <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	logger.Info("Starting", "node", node, "devicePluginsDir", cfg.Kubelet.DevicePluginsDir, "stateDir", cfg.StateDir)
+	return p.Run(ctx, restart)
+}
+
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry) error {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metricsAddress %s: %w (set another address, or \"\" to disable)", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(lis) }()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	klog.FromContext(ctx).Info("Serving metrics", "address", lis.Addr().String())
+	return nil
+}
