@@ -181,7 +181,12 @@ func (g *GPU) Step(in Input) []Decision {
 func (g *GPU) targets(ts []TenantInput) map[string]float64 {
 	out := make(map[string]float64, len(ts))
 	var claimed, balance float64
-	var bestEffort int
+	var bestEffort, active int
+	for _, t := range ts {
+		if g.tenants[t.Key].idle < activeAfter {
+			active++
+		}
+	}
 	for _, t := range ts {
 		active := g.tenants[t.Key].idle < activeAfter
 		switch {
@@ -221,6 +226,8 @@ func (g *GPU) targets(ts []TenantInput) map[string]float64 {
 					s = 0 // balance tenants take the spare first
 				}
 			}
+		case t.Policy == api.ComputeBalance && active == 1 && g.tenants[t.Key].idle < activeAfter:
+			s = 1 // alone on the GPU: nobody to give way to
 		case t.Policy == api.ComputeBalance && balance > 0 && bestEffort == 0:
 			s += spare * t.Share / balance
 		}

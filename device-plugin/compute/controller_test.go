@@ -1,0 +1,95 @@
+package compute
+
+import (
+	"math"
+	"testing"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+)
+
+func TestTargets(t *testing.T) {
+	fixed := func(k string, s float64) TenantInput {
+		return TenantInput{Tenant: Tenant{Key: k, Share: s, Policy: api.ComputeFixed}}
+	}
+	balance := func(k string, s float64) TenantInput {
+		return TenantInput{Tenant: Tenant{Key: k, Share: s, Policy: api.ComputeBalance}}
+	}
+	tests := []struct {
+		name    string
+		in      []TenantInput
+		idle    map[string]bool // tenants that have not launched for a while
+		measure map[string]float64
+		want    map[string]float64
+	}{
+		{name: "fixed shares as asked", in: []TenantInput{fixed("a", 0.3), fixed("b", 0.6)},
+			want: map[string]float64{"a": 0.3, "b": 0.6}},
+		{name: "shares over the headroom are scaled", // 0.5+0.5 = 1 > 0.985
+			in: []TenantInput{fixed("a", 0.5), fixed("b", 0.5)}, want: map[string]float64{"a": 0.4925, "b": 0.4925}},
+		{name: "balance alone takes the GPU", in: []TenantInput{balance("a", 0.3), fixed("b", 0.5)}, idle: map[string]bool{"b": true},
+			want: map[string]float64{"a": 1, "b": 0.5}},
+		{name: "balance shares the spare up to the headroom", // 0.3 + (0.985 - 0.8)
+			in: []TenantInput{balance("a", 0.3), fixed("b", 0.5)}, want: map[string]float64{"a": 0.485, "b": 0.5}},
+		{name: "no share asked: what the shares leave", // 0.985 - 0.8
+			in: []TenantInput{fixed("a", 0.3), fixed("b", 0.5), fixed("c", 1)}, want: map[string]float64{"a": 0.3, "b": 0.5, "c": 0.185}},
+		{name: "no share asked gives way to a tenant short of its share", // b measured 0.40 of 0.50: 0.185 - (0.10 - 0.01)
+			in: []TenantInput{fixed("a", 0.3), fixed("b", 0.5), fixed("c", 1)}, measure: map[string]float64{"a": 0.3, "b": 0.4},
+			want: map[string]float64{"a": 0.3, "b": 0.5, "c": 0.095}},
+		{name: "no share asked, alone: the GPU", in: []TenantInput{fixed("a", 0.3), fixed("c", 1)}, idle: map[string]bool{"a": true},
+			want: map[string]float64{"a": 0.3, "c": 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewGPU()
+			for _, ti := range tt.in {
+				st := &tenantState{measured: ti.Share}
+				if m, ok := tt.measure[ti.Key]; ok {
+					st.measured = m
+				}
+				if tt.idle[ti.Key] {
+					st.idle = activeAfter
+				}
+				g.tenants[ti.Key] = st
+			}
+			got := g.targets(tt.in)
+			for k, w := range tt.want {
+				if math.Abs(got[k]-w) > 1e-9 {
+					t.Errorf("%s: target %v, want %v", k, got[k], w)
+				}
+			}
+		})
+	}
+}
+
+func TestEstimatorSoloCost(t *testing.T) {
+	e := newEstimator(window)
+	// a alone: 40 ms busy for 1000 units -> 40 µs/unit
+	e.add(40e6, 100e6, map[string]float64{"a": 1000})
+	// both: 60 ms busy; a's 500 units explain 20 ms, b's 4000 units the other 40 -> 10 µs/unit
+	e.add(60e6, 100e6, map[string]float64{"a": 500, "b": 4000})
+	k := e.fit([]string{"a", "b"})
+	if math.Abs(k["a"]-40e3) > 1e-6 || math.Abs(k["b"]-10e3) > 1e-6 {
+		t.Errorf("costs %v, want a 40000 (alone), b 10000 (the rest)", k)
+	}
+	// a saturated window says nothing about cost
+	e.add(100e6, 100e6, map[string]float64{"b": 1})
+	if k := e.fit([]string{"a", "b"}); math.Abs(k["b"]-10e3) > 1e-6 {
+		t.Errorf("b's cost moved to %v on a saturated window", k["b"])
+	}
+}
+
+func TestStepChargesAJumpPastTheAllowanceAsAllowed(t *testing.T) {
+	g := NewGPU()
+	in := func(launched uint64, now uint64) Input {
+		return Input{BusyNs: 50e6, PeriodNs: 100e6, NowNs: now,
+			Tenants: []TenantInput{{Tenant: Tenant{Key: "a", Share: 0.3, Policy: api.ComputeFixed}, Report: Report{Launched: launched}}}}
+	}
+	g.Step(in(0, 1e9))
+	g.Step(in(1000, 1.1e9))
+	d := g.Step(in(1000+1<<40, 1.2e9)) // a forged report: 2^40 units in one period
+	if d[0].Control.Mode != api.ControlLimited {
+		t.Errorf("mode %v, want limited", d[0].Control.Mode)
+	}
+	if got := g.est.obs[len(g.est.obs)-1].units["a"]; got >= 1<<40 {
+		t.Errorf("charged %v units for a forged jump, want what it was allowed", got)
+	}
+}
