@@ -42,7 +42,7 @@ struct node {
 	double share;        /* what the scripted node allows */
 	uint32_t mode;
 	long beats;          /* heartbeats to send, then fall silent (-1: forever) */
-	volatile int stop;
+	int stop; /* atomic */
 	pthread_t th;
 };
 
@@ -67,7 +67,9 @@ static void *node_main(void *arg)
 	struct node *n = arg;
 	double rate = n->share / NS_PER_UNIT;
 	uint64_t allowance = 0, last = mono_ns();
-	for (long i = 0; !n->stop && (n->beats < 0 || i < n->beats); i++) {
+	for (long i = 0; n->beats < 0 || i < n->beats; i++) {
+		if (__atomic_load_n(&n->stop, __ATOMIC_ACQUIRE))
+			break;
 		uint64_t now = mono_ns();
 		allowance += (uint64_t)(rate * (double)(now - last));
 		last = now;
@@ -99,7 +101,7 @@ static int node_start(struct node *n, struct t_container *ct)
 
 static void node_stop(struct node *n)
 {
-	n->stop = 1;
+	__atomic_store_n(&n->stop, 1, __ATOMIC_RELEASE);
 	pthread_join(n->th, NULL);
 	munmap(n->c, sizeof(*n->c));
 }
