@@ -2,9 +2,7 @@ package api
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -28,22 +26,7 @@ int main(void) {
 `
 
 func TestControlLayoutMatchesCHeader(t *testing.T) {
-	cc := cCompiler()
-	if cc == "" {
-		t.Fatal("no C compiler (cc or gcc) on PATH: make installs gcc")
-	}
-	inc, err := filepath.Abs(filepath.Join("..", "vcuda", "include"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	src, bin := filepath.Join(dir, "layout.c"), filepath.Join(dir, "layout")
-	if err := os.WriteFile(src, []byte(cLayout), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(cc, "-std=gnu11", "-Wall", "-Werror", "-I", inc, "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("compiling against vcuda_control.h: %v\n%s", err, out)
-	}
+	bin := buildC(t, cLayout)
 	out, err := exec.Command(bin).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)

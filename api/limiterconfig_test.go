@@ -78,7 +78,10 @@ func cCompiler() string {
 }
 
 // buildCProgram compiles cProgram against vcuda/include; skips without a C compiler.
-func buildCProgram(t *testing.T) string {
+func buildCProgram(t *testing.T) string { return buildC(t, cProgram) }
+
+// buildC compiles src against vcuda/include; skips without a C compiler.
+func buildC(t *testing.T, src string) string {
 	t.Helper()
 	cc := cCompiler()
 	if cc == "" {
@@ -89,12 +92,12 @@ func buildCProgram(t *testing.T) string {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	src, bin := filepath.Join(dir, "cfg.c"), filepath.Join(dir, "cfg")
-	if err := os.WriteFile(src, []byte(cProgram), 0o644); err != nil {
+	file, bin := filepath.Join(dir, "prog.c"), filepath.Join(dir, "prog")
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(cc, "-std=gnu11", "-Wall", "-Werror", "-I", inc, "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("compiling against vcuda_config.h: %v\n%s", err, out)
+	if out, err := exec.Command(cc, "-std=gnu11", "-Wall", "-Werror", "-I", inc, "-o", bin, file).CombinedOutput(); err != nil {
+		t.Fatalf("compiling against vcuda/include: %v\n%s", err, out)
 	}
 	return bin
 }
