@@ -70,6 +70,7 @@ type tenantState struct {
 	measured                float64 // EWMA of the attributed busy fraction
 	fallback                float64 // EWMA of the undithered rate that held the share
 	periods                 int     // periods with a cost estimate
+	unlimited               bool    // the last decision let it launch freely
 }
 
 // GPU is the controller of one GPU. Not safe for concurrent use.
@@ -113,7 +114,7 @@ func (g *GPU) Step(in Input) []Decision {
 			x = t.Launched - st.lastLaunched
 			// An honest limiter never launches past its allowance by more than
 			// the bank: a larger jump is charged as what it was allowed.
-			if lim := st.allowance + uint64(st.rate*P*2) + st.boot; t.Launched > lim && lim > st.lastLaunched {
+			if lim := st.allowance + uint64(st.rate*P*2) + st.boot; !st.unlimited && t.Launched > lim && lim > st.lastLaunched {
 				x = lim - st.lastLaunched
 			}
 		default: // the counter went backwards: a new report file; restart from it
@@ -134,7 +135,11 @@ func (g *GPU) Step(in Input) []Decision {
 		}
 	}
 	sort.Strings(keys)
-	g.est.add(in.BusyNs, P, units)
+	steady := map[string]bool{}
+	for _, key := range keys {
+		steady[key] = g.tenants[key].periods > settlePeriods
+	}
+	g.est.add(in.BusyNs, P, units, steady)
 	k := g.est.fit(keys)
 
 	// attribution: busy split by units weighted by each tenant's ns per unit
@@ -246,7 +251,8 @@ func (g *GPU) decide(t TenantInput, st *tenantState, in Input, P, a, k, share fl
 		st.allowance += uint64(st.rate * float64(in.NowNs-st.stamp))
 	}
 	st.stamp = in.NowNs
-	if t.Policy == api.ComputeNone || share >= 0.999 {
+	st.unlimited = t.Policy == api.ComputeNone || share >= 0.999
+	if st.unlimited {
 		c.Mode = api.ControlUnlimited
 		st.rate, st.integ = 0, 0
 		st.allowance = t.Launched

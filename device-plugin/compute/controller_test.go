@@ -62,16 +62,18 @@ func TestTargets(t *testing.T) {
 
 func TestEstimatorSoloCost(t *testing.T) {
 	e := newEstimator(window)
-	// a alone: 40 ms busy for 1000 units -> 40 µs/unit
-	e.add(40e6, 100e6, map[string]float64{"a": 1000})
+	// a alone (three windows): 40 ms busy for 1000 units -> 40 µs/unit
+	for range minSolo + 1 { // the first solo window only opens the run
+		e.add(40e6, 100e6, map[string]float64{"a": 1000}, map[string]bool{"a": true})
+	}
 	// both: 60 ms busy; a's 500 units explain 20 ms, b's 4000 units the other 40 -> 10 µs/unit
-	e.add(60e6, 100e6, map[string]float64{"a": 500, "b": 4000})
+	e.add(60e6, 100e6, map[string]float64{"a": 500, "b": 4000}, nil)
 	k := e.fit([]string{"a", "b"})
 	if math.Abs(k["a"]-40e3) > 1e-6 || math.Abs(k["b"]-10e3) > 1e-6 {
 		t.Errorf("costs %v, want a 40000 (alone), b 10000 (the rest)", k)
 	}
 	// a saturated window says nothing about cost
-	e.add(100e6, 100e6, map[string]float64{"b": 1})
+	e.add(100e6, 100e6, map[string]float64{"b": 1}, nil)
 	if k := e.fit([]string{"a", "b"}); math.Abs(k["b"]-10e3) > 1e-6 {
 		t.Errorf("b's cost moved to %v on a saturated window", k["b"])
 	}

@@ -18,6 +18,8 @@ type estimator struct {
 	window int
 	obs    []observation // ring, newest last
 	solo   map[string]float64
+	soloN  map[string]int // solo windows seen; the estimate counts from minSolo on
+	prev   string         // the tenant that launched alone in the previous window, if any
 }
 
 type observation struct {
@@ -31,20 +33,21 @@ const (
 	soloMinBusy = 0.05 // a solo period must show at least this much busy time
 	soloWeight  = 0.3  // EWMA weight of a new solo estimate
 	minCost     = 0.05 // of the pooled cost: floor of any tenant's cost
+	minSolo     = 3    // solo windows before a tenant's own cost is trusted (a start is noisy)
 )
 
 func newEstimator(window int) *estimator {
-	return &estimator{window: window, solo: map[string]float64{}}
+	return &estimator{window: window, solo: map[string]float64{}, soloN: map[string]int{}}
 }
 
-func (e *estimator) add(busy, period float64, units map[string]float64) {
+// add records a window. steady are the tenants that have been held to a rate
+// long enough for a solo window of theirs to say what their work costs (not
+// in start-up, where launches come in bursts).
+func (e *estimator) add(busy, period float64, units map[string]float64, steady map[string]bool) {
 	o := observation{busy: busy, saturated: busy >= saturatedAt*period, units: units}
 	e.obs = append(e.obs, o)
 	if len(e.obs) > e.window {
 		e.obs = e.obs[len(e.obs)-e.window:]
-	}
-	if o.saturated || busy < soloMinBusy*period {
-		return
 	}
 	only, n := "", 0
 	for key, u := range units {
@@ -52,18 +55,36 @@ func (e *estimator) add(busy, period float64, units map[string]float64) {
 			only, n = key, n+1
 		}
 	}
+	prev := e.prev
+	e.prev = ""
 	if n == 1 {
+		e.prev = only
+	}
+	// A solo window counts when the tenant was alone in the one before too:
+	// then no one else's queued work runs in it, and it is not a start.
+	if o.saturated || busy < soloMinBusy*period || n != 1 || prev != only || !steady[only] {
+		return
+	}
+	{
 		k := busy / units[only]
 		if old, ok := e.solo[only]; ok {
 			k = old + soloWeight*(k-old)
 		}
 		e.solo[only] = k
+		e.soloN[only]++
 	}
+}
+
+// known is a tenant's own cost, once enough solo windows were seen.
+func (e *estimator) known(key string) (float64, bool) {
+	k, ok := e.solo[key]
+	return k, ok && e.soloN[key] >= minSolo
 }
 
 // forget drops a tenant that left.
 func (e *estimator) forget(key string) {
 	delete(e.solo, key)
+	delete(e.soloN, key)
 	for _, o := range e.obs {
 		delete(o.units, key)
 	}
@@ -79,7 +100,7 @@ func (e *estimator) fit(keys []string) map[string]float64 {
 		busy += o.busy
 		for key, u := range o.units {
 			all += u
-			if k, ok := e.solo[key]; ok {
+			if k, ok := e.known(key); ok {
 				known += u * k
 			} else {
 				unknown += u
@@ -97,7 +118,7 @@ func (e *estimator) fit(keys []string) map[string]float64 {
 			return map[string]float64{}
 		}
 		known, unknown = 0, all
-		e.solo = map[string]float64{}
+		e.solo, e.soloN = map[string]float64{}, map[string]int{}
 	}
 	pooled := busy / all
 	rest := pooled
@@ -106,7 +127,7 @@ func (e *estimator) fit(keys []string) map[string]float64 {
 	}
 	out := make(map[string]float64, len(keys))
 	for _, key := range keys {
-		if k, ok := e.solo[key]; ok {
+		if k, ok := e.known(key); ok {
 			out[key] = max(k, minCost*pooled)
 		} else {
 			out[key] = rest
