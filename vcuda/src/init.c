@@ -46,6 +46,11 @@ void vc_say_once(int which, const char *fmt, ...)
 
 static void after_fork_child(void)
 {
+	/* The parent's slot lock lives in the open file description we inherited: drop our
+	 * reference (the parent keeps its lock) and claim a slot of our own on first use. */
+	if (vcg.slots_fd >= 0)
+		close(vcg.slots_fd);
+	vcg.slots_fd = -1;
 	vcg.slot = -1;
 	pthread_mutex_init(&vcg.map_mu, NULL);
 	vc_htab_after_fork(&vcg.allocs);

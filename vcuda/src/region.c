@@ -4,8 +4,12 @@
  * Memory is reserved under one robust process-shared mutex: check and add happen in the same
  * critical section, so no two processes can both pass the check (no check-then-allocate
  * window). Each process's share is also kept in its proc slot; a process that dies is reaped
- * by pid (and start time, against pid reuse) and its share returned. If a process dies while
- * holding the lock, the next locker rebuilds the totals from the slots.
+ * and its share returned. Liveness is an OFD lock each process holds on its slot's byte of
+ * <shared_dir>/vcuda.slots: the kernel drops it when the process dies (SIGKILL too), in
+ * whatever pid namespace it ran, so a container restarted into a new pid namespace (pid 1
+ * again) neither keeps its dead instance's memory booked nor mistakes it for itself. Without
+ * the lock file, pid + start time are the fallback. Every reap rebuilds the totals from the
+ * live slots; if a process dies while holding the mutex, the next locker does the same.
  */
 
 #include <errno.h>
@@ -44,7 +48,18 @@ static uint64_t starttime_of(int pid)
 	return v;
 }
 
-static int alive(const struct vc_region_proc *p)
+/* 1: someone holds slot i's lock byte; 0: nobody (its process is gone); -1: cannot tell. */
+static int slot_locked(int i)
+{
+	if (vcg.slots_fd < 0)
+		return -1;
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = i, .l_len = 1 };
+	if (fcntl(vcg.slots_fd, F_OFD_GETLK, &fl) != 0)
+		return -1;
+	return fl.l_type != F_UNLCK;
+}
+
+static int alive_by_pid(const struct vc_region_proc *p)
 {
 	if (kill(p->pid, 0) != 0 && errno == ESRCH)
 		return 0;
@@ -85,12 +100,38 @@ static void drop_slot(struct vc_region *r, struct vc_region_proc *p)
 
 static void reap_locked(struct vc_region *r)
 {
-	int me = getpid();
 	for (int i = 0; i < VC_MAX_PROCS; i++) {
 		struct vc_region_proc *p = &r->proc[i];
-		if (p->pid && p->pid != me && !alive(p))
+		if (!p->pid || i == vcg.slot)
+			continue;
+		int held = slot_locked(i);
+		if (held == 0 || (held < 0 && !alive_by_pid(p)))
 			drop_slot(r, p);
 	}
+	rebuild_totals(r);
+}
+
+/* Opens the lock file once per process image (after fork: again, see init.c). */
+static void open_slots(void)
+{
+	if (vcg.slots_fd >= 0)
+		return;
+	char path[VCUDA_PATH_LEN + 32];
+	snprintf(path, sizeof(path), "%s/%s", vcg.cfg.shared_dir, VC_SLOTS_FILE);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+	if (fd < 0)
+		return; /* liveness falls back to pid + start time */
+	fchmod(fd, 0666);
+	vcg.slots_fd = fd;
+}
+
+/* Takes slot i's lock byte; 0 when someone else holds it (a live process we did not see). */
+static int lock_slot(int i)
+{
+	if (vcg.slots_fd < 0)
+		return 1;
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = i, .l_len = 1 };
+	return fcntl(vcg.slots_fd, F_OFD_SETLK, &fl) == 0;
 }
 
 void vc_reap(void)
@@ -116,9 +157,10 @@ static int own_slot_locked(struct vc_region *r)
 	if (vcg.slot >= 0)
 		return vcg.slot;
 	int me = getpid();
+	open_slots();
 	reap_locked(r);
 	for (int i = 0; i < VC_MAX_PROCS; i++) {
-		if (r->proc[i].pid == 0) {
+		if (r->proc[i].pid == 0 && lock_slot(i)) {
 			memset(&r->proc[i], 0, sizeof(r->proc[i]));
 			r->proc[i].starttime = starttime_of(me);
 			__atomic_store_n(&r->proc[i].pid, me, __ATOMIC_RELEASE);

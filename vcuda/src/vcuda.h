@@ -30,6 +30,7 @@
 #define VC_REGION_MAGIC 0x47455256u /* "VREG" */
 #define VC_REGION_VERSION 1u
 #define VC_REGION_FILE "vcuda.region"
+#define VC_SLOTS_FILE "vcuda.slots" /* one lock byte per proc slot: held while the process lives */
 #define VC_GRANULE 512ull               /* allocations are counted rounded up to this */
 #define VC_UNLIMITED_CREDIT (1ull << 62) /* refilled - consumed while bursting */
 
@@ -137,6 +138,7 @@ struct vc_globals {
 	const struct vcuda_control *control; /* vcuda.control beside the config, or NULL */
 	char control_path[VCUDA_PATH_LEN + 32];
 	int slot; /* our proc slot, -1 after fork until re-registered (under region lock) */
+	int slots_fd; /* <shared_dir>/vcuda.slots: we hold an OFD lock on byte `slot` (-1: none) */
 	void *cuda, *nvml;
 	struct vc_real real;
 	struct vc_htab allocs, graphs;

@@ -14,7 +14,7 @@ int t_harness_take_failure(char *why, size_t n);
 #define CASES(X)                                                                               \
 	X(config_layout) X(config_missing_fails_closed) X(config_corrupt_fails_closed)          \
 	X(config_env_fallback_only_when_allowed) X(mem_every_path_counted)                      \
-	X(mem_over_cap_oom_no_leak) X(mem_multi_device) X(mem_killed_process_returns)           \
+	X(mem_over_cap_oom_no_leak) X(mem_multi_device) X(mem_killed_process_returns) X(mem_restart_new_pid_namespace)           \
 	X(mem_stress_8proc_16thr) X(routing_dlsym) X(routing_get_proc_address)                  \
 	X(compute_none_policy_full_gpu) X(compute_accuracy_1proc_small)                         \
 	X(compute_accuracy_1proc_large) X(compute_accuracy_4proc_small)                         \

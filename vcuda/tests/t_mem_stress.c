@@ -265,3 +265,32 @@ void test_mem_stress_8proc_16thr(void)
 	t_note("%d allocations, %d refused at the cap, driver peak %llu MiB of 256", allocs, ooms,
 	       (unsigned long long)(peak / MiB));
 }
+
+/* A container restarted into a new pid namespace: its first instance (pid 1 there) holds
+ * 100 of 128 MiB and is killed; the next instance, pid 1 again in a new namespace with the
+ * same shared dir, gets the whole cap. Measured on a real H100 before the slot locks: the
+ * dead instance's memory stayed booked (its pid equalled ours, so it was never reaped). */
+void test_mem_restart_new_pid_namespace(void)
+{
+	struct box b;
+	char out[4096];
+	int fd;
+	const char *probe[] = { "/usr/bin/unshare", "-p", "-f", "--kill-child", "/bin/true", NULL };
+	CHECK(t_run(NULL, probe, out, sizeof(out)) == 0,
+	      "unshare -p -f does not run here (needs root: pid namespaces): %s", out);
+	box(&b, 128);
+	const char *hold_args[] = { "/usr/bin/unshare", "-p", "-f", "--kill-child", t_self(),
+				    "child", "mem_hold", "100", NULL };
+	pid_t pid = t_spawn(b.env, hold_args, &fd);
+	char buf[64] = "";
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	buf[n > 0 ? n : 0] = '\0';
+	CHECK(pid > 0 && strstr(buf, "held"), "holder in a new pid namespace did not start: %s", buf);
+	kill(pid, SIGKILL); /* --kill-child: the instance inside dies with it */
+	t_wait(pid);
+	close(fd);
+	const char *check_args[] = { "/usr/bin/unshare", "-p", "-f", "--kill-child", t_self(),
+				     "child", "mem_check", "-1", "120", NULL };
+	CHECK(t_run(b.env, check_args, out, sizeof(out)) == 0,
+	      "pid 1 again in a new namespace could not take 120 of 128 MiB:\n%s", out);
+}
