@@ -172,11 +172,16 @@ func (g *fakeGPU) run(ctx context.Context, tr *tenantRun) {
 	cmd := exec.CommandContext(ctx, filepath.Join(g.build, "workload"), "--seconds", fmt.Sprint(s.secs),
 		"--grid", fmt.Sprint(s.grid), "--block", fmt.Sprint(s.block), "--chunk-mib", "64", "--max-alloc-mib", "64")
 	cmd.Env = append(os.Environ(), g.env...)
+	// Sanitizer builds: their runtime is loaded by the workload, after the
+	// preload (as the C suite runs it).
 	cmd.Env = append(cmd.Env, "LD_PRELOAD="+filepath.Join(g.build, "libvcuda.so"),
-		"LD_LIBRARY_PATH="+filepath.Join(g.build, "fake"), "VCUDA_CONFIG="+tr.cfg)
+		"LD_LIBRARY_PATH="+filepath.Join(g.build, "fake"), "VCUDA_CONFIG="+tr.cfg,
+		"ASAN_OPTIONS=verify_asan_link_order=0")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		tr.err = fmt.Errorf("%s: %v: %s", s.name, err, out)
+		tr.err = fmt.Errorf("%s: %v: %s%s", s.name, err, out, stderr.String())
 		return
 	}
 	var res struct {
