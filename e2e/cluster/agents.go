@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/containeremu"
 )
 
 // The node agents: one kubelet emulator for every simulated node (kwok runs
@@ -56,6 +57,7 @@ func (cl *Cluster) ensureNodeAgents(ctx context.Context) error {
 		return err
 	}
 	kubeconfig := "--kubeconfig=" + c.Kubeconfig()
+	emu := containeremu.DefaultConfig(c.Root, c.SocketDir)
 	procs := []proc{{name: EmulatorName, args: []string{c.bin("kubelet-emulator"), kubeconfig,
 		"--base-dir=" + c.SocketDir, "--nodes-from=" + c.SimFile}}}
 	for i, n := range cl.Nodes {
@@ -65,6 +67,10 @@ func (cl *Cluster) ensureNodeAgents(ctx context.Context) error {
 			"--device-plugins-dir=" + filepath.Join(dir, "device-plugins"),
 			"--pod-resources-socket=" + filepath.Join(dir, "pod-resources", "kubelet.sock"),
 			"--state-dir=" + filepath.Join(dir, "state"),
+			// the compute controller on the fake driver, over the GPU state files the
+			// container emulator gives this node's containers
+			"--fake-nvml=" + filepath.Join(emu.DriverDir, "libnvidia-ml.so.1"),
+			"--fake-gpu-dir=" + emu.NodeGPUDir(n.Name),
 			fmt.Sprintf("--metrics-address=127.0.0.1:%d", c.Ports.DevicePluginMetricsOffset+i)}})
 	}
 	for _, p := range procs {

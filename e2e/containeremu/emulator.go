@@ -105,8 +105,12 @@ func (e *Emulator) Mode() Mode { return e.mode }
 func (e *Emulator) Reason() string { return e.reason }
 
 // NodeGPUDir is the directory of a node's simulated GPU state files.
-func (e *Emulator) NodeGPUDir(node string) string {
-	return filepath.Join(e.cfg.WorkDir, node, "gpus")
+func (e *Emulator) NodeGPUDir(node string) string { return e.cfg.NodeGPUDir(node) }
+
+// NodeGPUDir is the directory of a node's simulated GPU state files (the
+// local cluster's device plugins read their busy time there).
+func (c Config) NodeGPUDir(node string) string {
+	return filepath.Join(c.WorkDir, node, "gpus")
 }
 
 // Start runs argv in container c; argv[0] is a path inside the container

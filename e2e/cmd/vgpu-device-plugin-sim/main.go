@@ -10,12 +10,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/app"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/compute"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/gpu"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/nvmlsim"
@@ -37,11 +41,17 @@ func main() {
 // simFlags are the flags this binary adds to the device plugin's.
 type simFlags struct {
 	file, xidFile string
+	// The compute controller needs the GPUs' busy time: with these, it reads
+	// it from the fake driver's NVML (vcuda/fake) over the node's GPU state
+	// files, the ones the container emulator gives the node's containers.
+	fakeNVML, fakeGPUDir string
 }
 
 func (s *simFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&s.file, "sim-file", "", "simulated-cluster file (e2e/sim/clusters/*.yaml) whose node named --node-name this plugin simulates (required)")
 	fs.StringVar(&s.xidFile, "inject-xid-file", "", "file whose new lines \"<gpu uuid|index|all> <xid>\" inject Xid errors (default <state dir>/inject-xid)")
+	fs.StringVar(&s.fakeNVML, "fake-nvml", "", "the fake driver's libnvidia-ml.so.1 (vcuda/_build/fake): run the compute controller on it")
+	fs.StringVar(&s.fakeGPUDir, "fake-gpu-dir", "", "with --fake-nvml: the node's simulated GPU state files (the container emulator's)")
 }
 
 // open builds the simulated NVML of node and starts watching the Xid
@@ -69,5 +79,44 @@ func (s *simFlags) open(ctx context.Context, cfg config.Config, node string) (gp
 	}
 	go nvmlsim.InjectFile{Sim: sim, Path: xidFile}.Run(ctx)
 	klog.FromContext(ctx).Info("Simulating NVML", "file", s.file, "gpus", len(n.GPUs), "topology", n.Topology, "xidInjectionFile", xidFile)
-	return lib, n.GPUs[0].MaxShares, nil
+	if s.fakeNVML == "" {
+		return lib, n.GPUs[0].MaxShares, nil
+	}
+	src, err := s.computeSource(n)
+	if err != nil {
+		return nil, 0, err
+	}
+	klog.FromContext(ctx).Info("Compute controller on the fake driver's NVML", "lib", s.fakeNVML, "gpuDir", s.fakeGPUDir)
+	return withCompute{DeviceLib: lib, src: src}, n.GPUs[0].MaxShares, nil
+}
+
+// withCompute is a simulated device library whose GPUs' busy time comes
+// from the fake driver.
+type withCompute struct {
+	gpu.DeviceLib
+	src compute.Source
+}
+
+func (w withCompute) ComputeSource() compute.Source { return w.src }
+
+// computeSource loads the fake NVML over the node's GPU state files. The
+// fake reads its devices from the environment once, at init.
+func (s *simFlags) computeSource(n simconfig.Node) (compute.Source, error) {
+	if s.fakeGPUDir == "" {
+		return nil, errors.New("--fake-nvml needs --fake-gpu-dir")
+	}
+	if err := os.MkdirAll(s.fakeGPUDir, 0o755); err != nil {
+		return nil, err
+	}
+	devs := make([]string, len(n.GPUs))
+	for i, g := range n.GPUs {
+		devs[i] = fmt.Sprintf("%s:%d", g.UUID, g.MemoryMiB)
+	}
+	os.Setenv("FAKEGPU_DIR", s.fakeGPUDir)
+	os.Setenv("FAKEGPU_DEVICES", strings.Join(devs, ","))
+	lib := nvml.New(nvml.WithLibraryPath(s.fakeNVML))
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("--fake-nvml=%s: init: %v (make -C vcuda builds it)", s.fakeNVML, ret)
+	}
+	return &compute.NVMLSource{Lib: lib}, nil
 }
