@@ -27,7 +27,7 @@ import (
 //	   152  256 pod_name
 //	   408   64 container_name
 //	   472  256 shared_dir      absolute path inside the container
-//	   728 16×80 devices        uuid[64], memory_limit u64 (bytes), core_percent u32, reserved u32
+//	   728 16×80 devices        uuid[64], memory_limit u64 (bytes), core_percent u32, context_mib u32
 //	  2008    4 reserved_tail   0
 //	  2012    4 crc32           CRC-32/IEEE of bytes [0, 2012)
 //
@@ -47,6 +47,10 @@ type LimiterDevice struct {
 	UUID             string // "GPU-…" or "MIG-…" with 8-4-4-4-12 hex digits
 	MemoryLimitBytes uint64 // > 0
 	CorePercent      uint32 // 1..100; 100 means no compute limit on this GPU
+	// ContextMiB is what each CUDA context a process opens on this GPU takes
+	// of the device (measured per GPU model), counted against MemoryLimitBytes;
+	// 0: not counted. Less than the memory limit.
+	ContextMiB uint32
 }
 
 // LimiterConfig is what one container's libvcuda.so enforces.
@@ -64,7 +68,7 @@ type limiterDeviceWire struct {
 	UUID        [64]byte
 	MemoryLimit uint64
 	CorePercent uint32
-	Reserved    uint32
+	ContextMiB  uint32
 }
 
 type limiterConfigWire struct {
@@ -142,6 +146,9 @@ func validateDevice(i int, d LimiterDevice, seen map[string]int) error {
 	if d.CorePercent < 1 || d.CorePercent > 100 {
 		return fieldErr(limiterKey, f+".core_percent", "1..100", d.CorePercent)
 	}
+	if uint64(d.ContextMiB)<<20 >= d.MemoryLimitBytes {
+		return fieldErr(limiterKey, f+".context_mib", fmt.Sprintf("less than memory_limit (%d bytes): no process could open a context", d.MemoryLimitBytes), d.ContextMiB)
+	}
 	return nil
 }
 
@@ -163,6 +170,7 @@ func (c *LimiterConfig) Encode() ([]byte, error) {
 		copy(w.Devices[i].UUID[:], d.UUID)
 		w.Devices[i].MemoryLimit = d.MemoryLimitBytes
 		w.Devices[i].CorePercent = d.CorePercent
+		w.Devices[i].ContextMiB = d.ContextMiB
 	}
 	var buf bytes.Buffer
 	buf.Grow(LimiterConfigSize)
@@ -253,12 +261,9 @@ func DecodeLimiterConfig(b []byte) (*LimiterConfig, error) {
 		if err != nil {
 			return nil, err
 		}
-		dev := LimiterDevice{UUID: uuid, MemoryLimitBytes: d.MemoryLimit, CorePercent: d.CorePercent}
+		dev := LimiterDevice{UUID: uuid, MemoryLimitBytes: d.MemoryLimit, CorePercent: d.CorePercent, ContextMiB: d.ContextMiB}
 		if err := validateDevice(i, dev, seen); err != nil {
 			return nil, err
-		}
-		if d.Reserved != 0 {
-			return nil, fieldErr(limiterKey, fmt.Sprintf("devices[%d].reserved", i), "0", d.Reserved)
 		}
 		c.Devices = append(c.Devices, dev)
 	}

@@ -25,7 +25,7 @@ func fixedLimiterConfig() LimiterConfig {
 		ContainerName: "main",
 		SharedDir:     "/var/run/vcuda",
 		Devices: []LimiterDevice{
-			{UUID: "GPU-8f1c2a3b-1111-4222-8333-944455566677", MemoryLimitBytes: 20480 << 20, CorePercent: 25},
+			{UUID: "GPU-8f1c2a3b-1111-4222-8333-944455566677", MemoryLimitBytes: 20480 << 20, CorePercent: 25, ContextMiB: 512},
 			{UUID: "MIG-0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9", MemoryLimitBytes: 1 << 30, CorePercent: 100},
 		},
 	}
@@ -47,7 +47,7 @@ int main(int argc, char **argv) {
 		strcpy(c.pod_namespace, "team-a"); strcpy(c.pod_name, "trainer-0");
 		strcpy(c.container_name, "main"); strcpy(c.shared_dir, "/var/run/vcuda");
 		strcpy(c.devices[0].uuid, "GPU-8f1c2a3b-1111-4222-8333-944455566677");
-		c.devices[0].memory_limit = 20480ull << 20; c.devices[0].core_percent = 25;
+		c.devices[0].memory_limit = 20480ull << 20; c.devices[0].core_percent = 25; c.devices[0].context_mib = 512;
 		strcpy(c.devices[1].uuid, "MIG-0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9");
 		c.devices[1].memory_limit = 1ull << 30; c.devices[1].core_percent = 100;
 		vcuda_config_seal(&c);
@@ -61,8 +61,8 @@ int main(int argc, char **argv) {
 	printf("policy=%u\npod_uid=%s\npod_namespace=%s\npod_name=%s\ncontainer_name=%s\nshared_dir=%s\n",
 	       c.policy, c.pod_uid, c.pod_namespace, c.pod_name, c.container_name, c.shared_dir);
 	for (unsigned i = 0; i < c.device_count; i++)
-		printf("device=%s,%llu,%u\n", c.devices[i].uuid,
-		       (unsigned long long)c.devices[i].memory_limit, c.devices[i].core_percent);
+		printf("device=%s,%llu,%u,%u\n", c.devices[i].uuid,
+		       (unsigned long long)c.devices[i].memory_limit, c.devices[i].core_percent, c.devices[i].context_mib);
 	return 0;
 }
 `
@@ -152,8 +152,8 @@ func TestLimiterConfigMatchesCHeader(t *testing.T) {
 	}
 	want := "policy=2\npod_uid=6d1c7f0e-5a1b-4c2d-8e3f-000000000042\npod_namespace=team-a\n" +
 		"pod_name=trainer-0\ncontainer_name=main\nshared_dir=/var/run/vcuda\n" +
-		"device=GPU-8f1c2a3b-1111-4222-8333-944455566677,21474836480,25\n" +
-		"device=MIG-0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9,1073741824,100\n"
+		"device=GPU-8f1c2a3b-1111-4222-8333-944455566677,21474836480,25,512\n" +
+		"device=MIG-0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9,1073741824,100,0\n"
 	if d := cmp.Diff(want, out); d != "" {
 		t.Errorf("C read of Go bytes (-want +got):\n%s", d)
 	}
@@ -200,7 +200,7 @@ func TestLimiterConfigRejectsLikeC(t *testing.T) {
 		{"short uuid", "devices[0].uuid", patch(good, false, func(b []byte) { b[dev0+10] = 0; clear(b[dev0+11 : dev0+64]) })},
 		{"memory 0", "devices[0].memory_limit", patch(good, false, func(b []byte) { clear(b[dev0+64 : dev0+72]) })},
 		{"core 101", "devices[0].core_percent", patch(good, false, put32(dev0+72, 101))},
-		{"device reserved", "devices[0].reserved", patch(good, false, put32(dev0+76, 7))},
+		{"context as large as the cap", "devices[0].context_mib", patch(good, false, put32(dev0+76, 1))}, // 1 MiB of a 1 MiB cap
 		{"unused entry set", "devices[3]", patch(good, false, put32(dev0+3*80+72, 1))},
 		{"short file", "size", good[:100]},
 	}
@@ -250,6 +250,7 @@ func TestLimiterConfigValidate(t *testing.T) {
 		{"duplicate uuid", func(c *LimiterConfig) { c.Devices[1].UUID = c.Devices[0].UUID }, "devices[1].uuid"},
 		{"no memory", func(c *LimiterConfig) { c.Devices[1].MemoryLimitBytes = 0 }, "devices[1].memory_limit"},
 		{"core 0", func(c *LimiterConfig) { c.Devices[0].CorePercent = 0 }, "devices[0].core_percent"},
+		{"context over the cap", func(c *LimiterConfig) { c.Devices[0].ContextMiB = uint32(c.Devices[0].MemoryLimitBytes >> 20) }, "devices[0].context_mib"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

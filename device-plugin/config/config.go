@@ -65,6 +65,26 @@ type Limiter struct {
 	SharedDir        string `json:"sharedDir"`        // cross-process accounting dir inside the container
 	// Preload mounts a host file listing ContainerLibrary at /etc/ld.so.preload.
 	Preload *bool `json:"preload,omitempty"`
+	// ContextMiB is the device memory one CUDA context takes, by GPU model:
+	// a substring of the model name (the longest that matches wins) or
+	// "default". The limiter counts it against a container's memory cap for
+	// every context a process opens, so that the caps of a GPU's tenants plus
+	// their contexts fit the card. Absent or 0: not counted.
+	ContextMiB map[string]uint32 `json:"contextMiB,omitempty"`
+}
+
+// maxContextMiB bounds limiter.contextMiB (a context is hundreds of MiB).
+const maxContextMiB = 16384
+
+// ContextMiBFor is limiter.contextMiB for a GPU model.
+func (l Limiter) ContextMiBFor(model string) uint32 {
+	best, v := -1, l.ContextMiB["default"]
+	for k, mib := range l.ContextMiB {
+		if k != "default" && strings.Contains(model, k) && len(k) > best {
+			best, v = len(k), mib
+		}
+	}
+	return v
 }
 
 // Health configures Xid handling.
@@ -155,6 +175,9 @@ func (c *Config) applyDefaults() {
 		t := true
 		l.Preload = &t
 	}
+	if l.ContextMiB == nil {
+		l.ContextMiB = map[string]uint32{"default": 0}
+	}
 	if c.Health.IgnoredXIDs == nil {
 		c.Health.IgnoredXIDs = append([]uint64(nil), DefaultIgnoredXIDs...)
 	}
@@ -232,6 +255,11 @@ func (c *Config) Validate() error {
 	} {
 		if err := CheckSocketPath(p.key, p.path); err != nil {
 			return err
+		}
+	}
+	for k, v := range c.Limiter.ContextMiB {
+		if k == "" || v > maxContextMiB {
+			return fmt.Errorf("limiter.contextMiB: expected a GPU model substring or \"default\" with 0 to %d MiB, got %q: %d", maxContextMiB, k, v)
 		}
 	}
 	if _, err := api.ParseComputePolicy("defaultComputePolicy", string(c.DefaultComputePolicy)); err != nil {

@@ -39,6 +39,23 @@ func TestParse(t *testing.T) {
 				t.Errorf("ignoredXIDs = %v", c.Health.IgnoredXIDs)
 			}
 		}},
+		{name: "context size by model, longest match", yaml: "version: v1\nlimiter:\n  contextMiB:\n    default: 300\n    H100: 520\n    H100 NVL: 560", check: func(t *testing.T, c Config) {
+			got := map[string]uint32{}
+			for _, m := range []string{"NVIDIA H100 80GB HBM3", "NVIDIA H100 NVL", "NVIDIA A100-SXM4-40GB"} {
+				got[m] = c.Limiter.ContextMiBFor(m)
+			}
+			want := map[string]uint32{"NVIDIA H100 80GB HBM3": 520, "NVIDIA H100 NVL": 560, "NVIDIA A100-SXM4-40GB": 300}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("context MiB by model (-want +got):\n%s", d)
+			}
+		}},
+		{name: "context size not counted by default", yaml: "version: v1", check: func(t *testing.T, c Config) {
+			if v := c.Limiter.ContextMiBFor("NVIDIA H100 80GB HBM3"); v != 0 {
+				t.Errorf("default context MiB = %d, want 0", v)
+			}
+		}},
+		{name: "context size too large", yaml: "version: v1\nlimiter:\n  contextMiB:\n    H100: 100000", wantErr: "limiter.contextMiB: expected a GPU model substring"},
+		{name: "context size negative", yaml: "version: v1\nlimiter:\n  contextMiB:\n    H100: -1", wantErr: "limiter.contextMiB"},
 		{name: "unknown top-level key", yaml: "version: v1\nmaxshares: 3", wantErr: `unknown field "maxshares"`},
 		{name: "unknown nested key", yaml: "version: v1\nhealth:\n  ignoreXIDs: [1]", wantErr: `unknown field "health.ignoreXIDs"`},
 		{name: "wrong type", yaml: "version: v1\nmaxShares: many", wantErr: "maxShares"},

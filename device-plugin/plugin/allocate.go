@@ -128,6 +128,7 @@ func (p *Plugin) allocateLocked(ids []string, known match.Known) (*pluginapi.Con
 	cfg, err := p.opts.Limiter(LimiterInput{
 		PodUID: rec.PodUID, Namespace: rec.Namespace, Name: rec.Name, Container: rec.Container,
 		Policy: rec.ComputePolicy, SharedDir: p.opts.Config.Limiter.SharedDir, Devices: rec.Devices,
+		ContextMiB: p.contextMiB(rec.Devices),
 	})
 	if err != nil {
 		return nil, rec, false, fmt.Errorf("limiter config for pod %s/%s container %s: %w", rec.Namespace, rec.Name, rec.Container, err)
@@ -139,6 +140,21 @@ func (p *Plugin) allocateLocked(ids []string, known match.Known) (*pluginapi.Con
 	p.records[rec.PodUID] = append(p.records[rec.PodUID], rec)
 	done := p.ledger.Next(c.Pod.UID) >= len(c.Pod.Containers)
 	return p.response(rec, paths), rec, done, nil
+}
+
+// contextMiB is limiter.contextMiB for the models of the given GPUs.
+func (p *Plugin) contextMiB(ds []api.DeviceShare) map[string]uint32 {
+	out := map[string]uint32{}
+	for _, d := range ds {
+		for _, g := range p.devices {
+			if g.UUID == d.UUID {
+				if v := p.opts.Config.Limiter.ContextMiBFor(g.Model); v > 0 {
+					out[d.UUID] = v
+				}
+			}
+		}
+	}
+	return out
 }
 
 // policyFor: pod annotation, else node annotation, else the configured default.

@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"fmt"
+
 	"github.com/volcano-vgpu/volcano-vgpu/api"
 )
 
@@ -10,6 +12,9 @@ type LimiterInput struct {
 	Policy                             api.ComputePolicy
 	SharedDir                          string // inside the container
 	Devices                            []api.DeviceShare
+	// ContextMiB is what one CUDA context takes on each GPU, by UUID
+	// (limiter.contextMiB for its model); absent: not counted.
+	ContextMiB map[string]uint32
 }
 
 // LimiterEncoder renders the limiter config file (tests plug in a
@@ -29,7 +34,11 @@ func EncodeLimiter(in LimiterInput) ([]byte, error) {
 		if cores == 0 {
 			cores = 100
 		}
-		c.Devices = append(c.Devices, api.LimiterDevice{UUID: d.UUID, MemoryLimitBytes: uint64(d.MemoryMiB) << 20, CorePercent: cores})
+		ctx := in.ContextMiB[d.UUID]
+		if int64(ctx) >= d.MemoryMiB {
+			return nil, fmt.Errorf("%s: a CUDA context takes %d MiB on this GPU model (limiter.contextMiB) and the container asks %d MiB of it: ask for more GPU memory per GPU, or lower limiter.contextMiB for this model", d.UUID, ctx, d.MemoryMiB)
+		}
+		c.Devices = append(c.Devices, api.LimiterDevice{UUID: d.UUID, MemoryLimitBytes: uint64(d.MemoryMiB) << 20, CorePercent: cores, ContextMiB: ctx})
 	}
 	return c.Encode()
 }

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -47,5 +48,44 @@ func TestEncodeLimiterAcceptsSimulatedUUIDs(t *testing.T) {
 		Devices: []api.DeviceShare{{UUID: n.GPUs[0].UUID, MemoryMiB: 1, Cores: 1}}})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestEncodeLimiterContextMiB(t *testing.T) {
+	uuid := "GPU-5a7c0f2e-1d2b-4c3a-9e8f-0123456789ab"
+	in := func(mib int64, ctx uint32) LimiterInput {
+		return LimiterInput{PodUID: "uid", Namespace: "ns", Name: "p", Container: "c", Policy: api.ComputeFixed, SharedDir: "/var/run/vcuda",
+			Devices: []api.DeviceShare{{UUID: uuid, MemoryMiB: mib, Cores: 30}}, ContextMiB: map[string]uint32{uuid: ctx}}
+	}
+	tests := []struct {
+		name    string
+		in      LimiterInput
+		want    uint32
+		wantErr string
+	}{
+		{name: "context counted in the cap", in: in(8192, 520), want: 520},
+		{name: "not counted", in: in(8192, 0), want: 0},
+		{name: "context as large as the ask", in: in(512, 512), wantErr: "a CUDA context takes 512 MiB on this GPU model (limiter.contextMiB) and the container asks 512 MiB"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := EncodeLimiter(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := api.DecodeLimiterConfig(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Devices[0].ContextMiB; got != tt.want {
+				t.Errorf("context_mib = %d, want %d", got, tt.want)
+			}
+		})
 	}
 }

@@ -15,6 +15,10 @@
  *   FAKEGPU_PROC_NOISE   per-process samples are off by up to this many points (default 20)
  *   FAKEGPU_NVML_PID_OFFSET  NVML reports pid + offset, as a host sees a container's pids
  *                        (default 4000000: never a pid the process knows as its own)
+ *   FAKEGPU_CONTEXT_MIB  device memory each context takes, as a real driver's does (default 0);
+ *                        cuCtxSetLimit's stack (x 132 SMs x 2048 threads) and heap above the
+ *                        defaults take memory too. A process gives back what its contexts hold
+ *                        when they are destroyed or when it exits.
  */
 #ifndef VCUDA_FAKE_H
 #define VCUDA_FAKE_H
@@ -67,6 +71,8 @@ struct fk_dev {
 struct fk_ctx {
 	uint32_t magic;
 	int dev;
+	uint64_t held; /* device memory this context takes (context + limits above defaults) */
+	uint64_t limit[3]; /* CUlimit values: stack, printf fifo, heap */
 };
 
 enum { FK_KIND_PTR = 1, FK_KIND_HANDLE = 2 };
@@ -76,7 +82,11 @@ struct fk_globals {
 	int init_rc;
 	int ndev;
 	struct fk_dev dev[FK_MAX_DEV];
-	struct fk_ctx ctx[FK_MAX_DEV];
+	struct fk_ctx ctx[FK_MAX_DEV]; /* primary contexts */
+	int primary_refs[FK_MAX_DEV];
+	uint64_t context_bytes;
+	pthread_mutex_t ctx_mu;
+	uint64_t ctx_held[FK_MAX_DEV]; /* all this process's contexts hold, given back at exit */
 	uint64_t ns_per_block, max_queue_ns, sample_ns, proc_sample_ns;
 	unsigned nvml_pid_offset, proc_noise;
 	char dir[512];
@@ -108,5 +118,8 @@ void fk_launch(int dev, uint64_t blocks);
 void fk_sync(int dev);
 uint64_t fk_busy_locked(struct fk_state *s, int pid, uint64_t t);
 int fk_cur_dev(void);
+
+void fk_ctx_init(struct fk_ctx *c, int dev);
+void fk_ctx_after_fork(void);
 
 #endif

@@ -86,44 +86,6 @@ FK_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 	return CUDA_SUCCESS;
 }
 
-FK_EXPORT CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned int flags, CUdevice dev)
-{
-	(void)flags;
-	VALID_DEV(dev);
-	fk_cur = &fk.ctx[dev];
-	*ctx = (CUcontext)fk_cur;
-	return CUDA_SUCCESS;
-}
-
-FK_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)
-{
-	VALID_DEV(dev);
-	*ctx = (CUcontext)&fk.ctx[dev];
-	return CUDA_SUCCESS;
-}
-
-FK_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
-{
-	struct fk_ctx *c = (struct fk_ctx *)ctx;
-	if (c && c->magic != FK_MAGIC)
-		return CUDA_ERROR_INVALID_CONTEXT;
-	fk_cur = c;
-	return CUDA_SUCCESS;
-}
-
-FK_EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx)
-{
-	*ctx = (CUcontext)fk_cur;
-	return CUDA_SUCCESS;
-}
-
-FK_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
-{
-	if ((struct fk_ctx *)ctx == fk_cur)
-		fk_cur = NULL;
-	return CUDA_SUCCESS;
-}
-
 FK_EXPORT CUresult cuCtxGetDevice(CUdevice *dev)
 {
 	CUR_DEV(d);

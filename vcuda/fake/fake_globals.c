@@ -8,6 +8,7 @@ struct fk_globals fk = {
 	.function_obj = FK_MAGIC,
 	.stream_obj = FK_MAGIC,
 	.peek_mu = PTHREAD_MUTEX_INITIALIZER,
+	.ctx_mu = PTHREAD_MUTEX_INITIALIZER,
 };
 
 __thread struct fk_ctx *fk_cur;

@@ -99,17 +99,38 @@ static int parse_devices(const char *spec)
 			return -1;
 		snprintf(d->uuid, sizeof(d->uuid), "%s", tok);
 		d->total = strtoull(colon + 1, NULL, 10) << 20;
-		fk.ctx[fk.ndev].magic = FK_MAGIC;
-		fk.ctx[fk.ndev].dev = fk.ndev;
+		fk_ctx_init(&fk.ctx[fk.ndev], fk.ndev);
 		fk.bump[fk.ndev] = (uint64_t)(fk.ndev + 1) << 40;
 		fk.ndev++;
 	}
 	return fk.ndev > 0 ? 0 : -1;
 }
 
+void fk_ctx_init(struct fk_ctx *c, int dev)
+{
+	c->magic = FK_MAGIC;
+	c->dev = dev;
+	c->held = 0;
+	c->limit[0] = 1024;     /* CU_LIMIT_STACK_SIZE, bytes per thread */
+	c->limit[1] = 1 << 20;  /* CU_LIMIT_PRINTF_FIFO_SIZE */
+	c->limit[2] = 8 << 20;  /* CU_LIMIT_MALLOC_HEAP_SIZE */
+}
+
+/* CUDA contexts do not cross fork: the child holds none of its parent's. */
+void fk_ctx_after_fork(void)
+{
+	pthread_mutex_init(&fk.ctx_mu, NULL);
+	for (int i = 0; i < fk.ndev; i++) {
+		fk_ctx_init(&fk.ctx[i], i);
+		fk.primary_refs[i] = 0;
+		fk.ctx_held[i] = 0;
+	}
+}
+
 static void fk_after_fork(void)
 {
 	fk.pid = getpid();
+	fk_ctx_after_fork();
 }
 
 static void init_once(void)
@@ -130,6 +151,7 @@ static void init_once(void)
 	fk.proc_sample_ns = env_u64("FAKEGPU_PROC_SAMPLE_US", 1000000) * 1000;
 	fk.proc_noise = (unsigned)env_u64("FAKEGPU_PROC_NOISE", 20);
 	fk.nvml_pid_offset = (unsigned)env_u64("FAKEGPU_NVML_PID_OFFSET", 4000000);
+	fk.context_bytes = env_u64("FAKEGPU_CONTEXT_MIB", 0) << 20;
 	if (fk.proc_sample_ns == 0)
 		fk.proc_sample_ns = 1000000000ull;
 	if (fk.sample_ns == 0)

@@ -44,6 +44,15 @@ typedef struct CUgraphExec_st *CUgraphExec;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
 typedef struct { char bytes[16]; } CUuuid;
 
+/* contexts: cuCtxCreate_v3/_v4 parameters are passed through untouched */
+typedef struct CUexecAffinityParam_st CUexecAffinityParam;
+typedef struct CUctxCreateParams_st CUctxCreateParams;
+typedef int CUlimit;
+enum { CU_LIMIT_STACK_SIZE = 0, CU_LIMIT_PRINTF_FIFO_SIZE = 1, CU_LIMIT_MALLOC_HEAP_SIZE = 2 };
+typedef int CUdevice_attribute;
+enum { CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+       CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR = 39 };
+
 /* cuGetProcAddress flags and result */
 enum { CU_GET_PROC_ADDRESS_DEFAULT = 0, CU_GET_PROC_ADDRESS_LEGACY_STREAM = 1,
        CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM = 2 };
@@ -173,6 +182,17 @@ CUresult cuCtxSetCurrent(CUcontext);
 CUresult cuCtxGetCurrent(CUcontext *);
 CUresult cuCtxSynchronize(void);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
+CUresult cuDevicePrimaryCtxRelease(CUdevice);
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice);
+CUresult cuDevicePrimaryCtxReset(CUdevice);
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice);
+CUresult cuCtxCreate(CUcontext *, unsigned int, CUdevice);
+CUresult cuCtxCreate_v3(CUcontext *, CUexecAffinityParam *, int, unsigned int, CUdevice);
+CUresult cuCtxCreate_v4(CUcontext *, CUctxCreateParams *, unsigned int, CUdevice);
+CUresult cuCtxDestroy(CUcontext);
+CUresult cuCtxSetLimit(CUlimit, size_t);
+CUresult cuCtxGetLimit(size_t *, CUlimit);
+CUresult cuDeviceGetAttribute(int *, CUdevice_attribute, CUdevice);
 CUresult cuModuleLoadData(CUmodule *, const void *);
 CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
 CUresult cuStreamCreate(CUstream *, unsigned int);

@@ -36,7 +36,9 @@ struct vcuda_config_device {
 	char uuid[VCUDA_UUID_LEN]; /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" or "MIG-..." */
 	uint64_t memory_limit;     /* bytes, > 0 */
 	uint32_t core_percent;     /* 1..100 */
-	uint32_t reserved;         /* 0 */
+	/* MiB the driver takes for each CUDA context a process opens on this GPU (measured per
+	 * GPU model by the node), counted against memory_limit; 0 = not counted. */
+	uint32_t context_mib;
 };
 
 struct vcuda_config {
@@ -60,6 +62,7 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "config layout is litt
 _Static_assert(sizeof(struct vcuda_config_device) == 80, "device entry is 80 bytes");
 _Static_assert(offsetof(struct vcuda_config_device, memory_limit) == 64, "memory_limit at 64");
 _Static_assert(offsetof(struct vcuda_config_device, core_percent) == 72, "core_percent at 72");
+_Static_assert(offsetof(struct vcuda_config_device, context_mib) == 76, "context_mib at 76");
 _Static_assert(offsetof(struct vcuda_config, policy) == 12, "policy at 12");
 _Static_assert(offsetof(struct vcuda_config, pod_uid) == 24, "pod_uid at 24");
 _Static_assert(offsetof(struct vcuda_config, pod_namespace) == 88, "pod_namespace at 88");
@@ -237,8 +240,11 @@ static inline int vcuda_config_validate(const struct vcuda_config *c, char *err,
 				 d->core_percent);
 			return -1;
 		}
-		if (d->reserved) {
-			snprintf(err, errlen, "devices[%u].reserved: want 0", i);
+		if (((uint64_t)d->context_mib << 20) >= d->memory_limit) {
+			snprintf(err, errlen,
+				 "devices[%u].context_mib: got %u MiB, want less than memory_limit "
+				 "(%llu bytes): no process could open a context",
+				 i, d->context_mib, (unsigned long long)d->memory_limit);
 			return -1;
 		}
 	}

@@ -59,6 +59,7 @@ static void after_fork_child(void)
 	vcg.allocs.e = NULL;
 	vcg.allocs.cap = vcg.allocs.used = 0;
 	__atomic_store_n(&vcg.sampler_running, 0, __ATOMIC_RELAXED);
+	vc_ctx_after_fork();
 }
 
 static void *sampler_thread(void *arg)

@@ -9,6 +9,7 @@
  *   node.c     the node controller's files: allowance in, usage out
  *   dlsym.c    our dlsym and the hook table        nvml.c     NVML memory info hooks
  *   htab.c     small map for allocation sizes      globals.c  every global, nothing else
+ *   context.c  CUDA contexts and their limits counted against the memory cap
  */
 #ifndef VCUDA_INTERNAL_H
 #define VCUDA_INTERNAL_H
@@ -48,12 +49,16 @@
 	X(cuLaunch) X(cuLaunchGrid) X(cuLaunchGridAsync) X(cuGraphInstantiate)                       \
 	X(cuGraphInstantiate_v2) X(cuGraphInstantiateWithFlags) X(cuGraphInstantiateWithParams)      \
 	X(cuGraphInstantiateWithParams_ptsz) X(cuGraphExecDestroy) X(cuGraphLaunch)                  \
-	X(cuGraphLaunch_ptsz)
+	X(cuGraphLaunch_ptsz) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)              \
+	X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxReset) X(cuDevicePrimaryCtxReset_v2)     \
+	X(cuCtxCreate) X(cuCtxCreate_v2) X(cuCtxCreate_v3) X(cuCtxCreate_v4) X(cuCtxDestroy)         \
+	X(cuCtxDestroy_v2) X(cuCtxSetLimit)
 #define VC_NVML_HOOKS(X) X(nvmlDeviceGetMemoryInfo) X(nvmlDeviceGetMemoryInfo_v2)
 #define VC_CUDA_CALLS(X)                                                                     \
 	X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2)           \
 	X(cuCtxGetDevice) X(cuGraphGetNodes) X(cuGraphNodeGetType)                            \
-	X(cuGraphKernelNodeGetParams_v2) X(cuGraphChildGraphNodeGetGraph)
+	X(cuGraphKernelNodeGetParams_v2) X(cuGraphChildGraphNodeGetGraph) X(cuDeviceGetAttribute) \
+	X(cuCtxGetLimit)
 #define VC_NVML_CALLS(X)                                                                     \
 	X(nvmlInit_v2) X(nvmlDeviceGetHandleByUUID) X(nvmlDeviceGetUUID)                      \
 	X(nvmlDeviceGetSamples) X(nvmlDeviceGetUtilizationRates)
@@ -120,7 +125,18 @@ struct vc_dev {
 	int node_ever;      /* a heartbeat was seen once: never fall back to the local sampler */
 };
 
-enum { VC_KIND_PTR = 1, VC_KIND_HANDLE, VC_KIND_ARRAY, VC_KIND_MIPMAP, VC_KIND_GRAPH };
+enum { VC_KIND_PTR = 1, VC_KIND_HANDLE, VC_KIND_ARRAY, VC_KIND_MIPMAP, VC_KIND_GRAPH, VC_KIND_CTX };
+
+/* What this process's contexts hold on a device, counted against the cap (context.c). */
+struct vc_ctx_dev {
+	int primary_refs;     /* cuDevicePrimaryCtxRetain minus releases */
+	uint64_t primary;     /* bytes booked for the primary context (0: none) */
+	uint64_t limits[3];   /* bytes booked above the defaults, by CUlimit (stack, -, heap) */
+};
+
+/* vc_say_once kinds */
+enum { VC_MSG_CONFIG, VC_MSG_DEVICE, VC_MSG_ROUTING, VC_MSG_REGION, VC_MSG_NODE, VC_MSG_CONTEXT,
+       VC_MSG_COUNT };
 
 struct vc_globals {
 	pthread_once_t once;
@@ -143,10 +159,12 @@ struct vc_globals {
 	struct vc_real real;
 	struct vc_htab allocs, graphs;
 	int sampler_running; /* atomic */
-	int said[5]; /* one message of each kind per process (atomic) */
+	int said[VC_MSG_COUNT]; /* one message of each kind per process (atomic) */
 	void *next_dlsym; /* the dlsym after ours (atomic) */
 	int debug; /* VCUDA_DEBUG=1: controller trace on stderr */
 	uint64_t view_reap_ns; /* last reap done for a memory view (atomic) */
+	pthread_mutex_t ctx_mu; /* ctx[] and the VC_KIND_CTX entries of allocs */
+	struct vc_ctx_dev ctx[VCUDA_MAX_DEVICES];
 };
 
 extern struct vc_globals vcg VC_HIDDEN;
@@ -161,7 +179,6 @@ uint64_t vc_now(void) VC_HIDDEN;
 void vc_sleep_ns(uint64_t ns) VC_HIDDEN;
 void vc_say_once(int which, const char *fmt, ...) VC_HIDDEN __attribute__((format(printf, 2, 3)));
 void vc_start_sampler(void) VC_HIDDEN;
-enum { VC_MSG_CONFIG, VC_MSG_DEVICE, VC_MSG_ROUTING, VC_MSG_REGION, VC_MSG_NODE };
 
 static inline CUresult vc_enter(void)
 {
@@ -180,6 +197,9 @@ void vc_mem_release(int idx, uint64_t bytes) VC_HIDDEN;
 uint64_t vc_mem_used(int idx) VC_HIDDEN;
 void vc_reap(void) VC_HIDDEN;
 void vc_reap_sometimes(void) VC_HIDDEN; /* at most every 100 ms per process */
+
+/* context.c */
+void vc_ctx_after_fork(void) VC_HIDDEN;
 
 /* compute.c */
 CUresult vc_admit_slow(int idx, uint64_t c) VC_HIDDEN;
