@@ -134,20 +134,32 @@ void test_context_counted_on_every_path(void)
 	      (unsigned long long)(peak / MiB));
 }
 
+/* Reads fd until one of the words appears or the writer closes it. */
+static void read_until(int fd, char *out, size_t n, const char *a, const char *b)
+{
+	size_t len = 0;
+	ssize_t r;
+	out[0] = '\0';
+	while (!strstr(out, a) && !strstr(out, b) && len < n - 1 &&
+	       (r = read(fd, out + len, n - 1 - len)) > 0) {
+		len += (size_t)r;
+		out[len] = '\0';
+	}
+}
+
 /* Three processes of one container, 300 MiB contexts, 800 MiB cap: two fit, the third is
  * refused; a killed holder's context is given back to the next process. */
 void test_context_shared_cap_across_processes(void)
 {
 	struct ctxbox b;
-	char out[256];
+	char out[512];
 	int fd[3];
 	pid_t pid[3];
 	ctxbox(&b, 800, 300);
 	const char *args[] = { "ctx_hold", NULL };
 	for (int i = 0; i < 3; i++) {
 		pid[i] = t_spawn(b.env, args, &fd[i]);
-		ssize_t n = read(fd[i], out, sizeof(out) - 1);
-		out[n > 0 ? n : 0] = '\0';
+		read_until(fd[i], out, sizeof(out), "held", "refused 2");
 		if (i < 2)
 			CHECK(strstr(out, "held"), "process %d: %s", i, out);
 		else
@@ -159,8 +171,7 @@ void test_context_shared_cap_across_processes(void)
 	t_wait(pid[0]);
 	close(fd[0]);
 	pid[2] = t_spawn(b.env, args, &fd[2]);
-	ssize_t n = read(fd[2], out, sizeof(out) - 1);
-	out[n > 0 ? n : 0] = '\0';
+	read_until(fd[2], out, sizeof(out), "held", "refused");
 	CHECK(strstr(out, "held"), "after a holder was killed: %s", out);
 	for (int i = 1; i < 3; i++) {
 		kill(pid[i], SIGKILL);
