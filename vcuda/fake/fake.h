@@ -34,6 +34,7 @@
 #define FK_RING 16384
 #define FK_PIDS 64
 #define FK_MAGIC 0x55504746u /* "FGPU" */
+#define FK_MAX_CTX 64 /* contexts a process may create at once */
 #define FK_MAX_PEEK 256 /* state files the query API may map */
 
 struct fk_kern {
@@ -83,6 +84,7 @@ struct fk_globals {
 	int ndev;
 	struct fk_dev dev[FK_MAX_DEV];
 	struct fk_ctx ctx[FK_MAX_DEV]; /* primary contexts */
+	struct fk_ctx created[FK_MAX_CTX]; /* cuCtxCreate's (magic 0: free), under ctx_mu */
 	int primary_refs[FK_MAX_DEV];
 	uint64_t context_bytes;
 	pthread_mutex_t ctx_mu;

@@ -7,8 +7,6 @@
  * process exiting gives that memory back, as the real driver does for a process that ends.
  */
 
-#include <stdlib.h>
-
 #include "fake.h"
 
 #define FK_THREADS (132ull * 2048ull)
@@ -114,17 +112,21 @@ FK_EXPORT CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned int flags, CUdevice d
 	(void)flags;
 	if (!valid_dev(dev))
 		return fk_init() != CUDA_SUCCESS ? fk_init() : CUDA_ERROR_INVALID_DEVICE;
-	struct fk_ctx *c = calloc(1, sizeof(*c));
-	if (!c)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	fk_ctx_init(c, dev);
+	struct fk_ctx *c = NULL;
+	CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
 	pthread_mutex_lock(&fk.ctx_mu);
-	CUresult rc = take(c, fk.context_bytes);
-	pthread_mutex_unlock(&fk.ctx_mu);
-	if (rc != CUDA_SUCCESS) {
-		free(c);
-		return rc;
+	for (int i = 0; i < FK_MAX_CTX && !c; i++)
+		if (fk.created[i].magic != FK_MAGIC)
+			c = &fk.created[i];
+	if (c) {
+		fk_ctx_init(c, dev);
+		rc = take(c, fk.context_bytes);
+		if (rc != CUDA_SUCCESS)
+			c->magic = 0;
 	}
+	pthread_mutex_unlock(&fk.ctx_mu);
+	if (rc != CUDA_SUCCESS)
+		return rc;
 	fk_cur = c;
 	*ctx = (CUcontext)c;
 	return CUDA_SUCCESS;
@@ -151,7 +153,6 @@ FK_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 	pthread_mutex_unlock(&fk.ctx_mu);
 	if (c == fk_cur)
 		fk_cur = NULL;
-	free(c);
 	return CUDA_SUCCESS;
 }
 

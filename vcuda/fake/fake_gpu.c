@@ -125,6 +125,8 @@ void fk_ctx_after_fork(void)
 		fk.primary_refs[i] = 0;
 		fk.ctx_held[i] = 0;
 	}
+	for (int i = 0; i < FK_MAX_CTX; i++)
+		fk.created[i].magic = 0;
 }
 
 static void fk_after_fork(void)

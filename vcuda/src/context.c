@@ -86,7 +86,10 @@ static void release_limits_locked(int idx)
 	}
 }
 
-static CUresult primary_release(CUresult (*real)(CUdevice), CUdevice dev)
+/* Release: the last one destroys the primary context and gives back all it held. Reset:
+ * the context's state (its limits back to the defaults) goes; the context itself comes
+ * back on next use while it is retained, so its booking stays. */
+static CUresult primary_drop(CUresult (*real)(CUdevice), CUdevice dev, int release)
 {
 	CUresult rc = vc_enter();
 	if (rc != CUDA_SUCCESS)
@@ -97,7 +100,9 @@ static CUresult primary_release(CUresult (*real)(CUdevice), CUdevice dev)
 	pthread_mutex_lock(&vcg.ctx_mu);
 	rc = real(dev);
 	struct vc_ctx_dev *c = &vcg.ctx[idx];
-	if (rc == CUDA_SUCCESS && c->primary_refs > 0 && --c->primary_refs == 0) {
+	if (rc == CUDA_SUCCESS && !release) {
+		release_limits_locked(idx);
+	} else if (rc == CUDA_SUCCESS && c->primary_refs > 0 && --c->primary_refs == 0) {
 		if (c->primary)
 			vc_mem_release(idx, c->primary);
 		c->primary = 0;
@@ -109,40 +114,22 @@ static CUresult primary_release(CUresult (*real)(CUdevice), CUdevice dev)
 
 VC_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 {
-	return primary_release(vcg.real.cuDevicePrimaryCtxRelease, dev);
+	return primary_drop(vcg.real.cuDevicePrimaryCtxRelease, dev, 1);
 }
 
 VC_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
-	return primary_release(vcg.real.cuDevicePrimaryCtxRelease_v2, dev);
-}
-
-/* A reset destroys the primary context's state (its limits back to the defaults); the
- * context itself comes back on next use while it is retained, so its booking stays. */
-static CUresult primary_reset(CUresult (*real)(CUdevice), CUdevice dev)
-{
-	CUresult rc = vc_enter();
-	if (rc != CUDA_SUCCESS)
-		return rc;
-	int idx = index_of(dev);
-	if (idx < 0)
-		return real(dev);
-	pthread_mutex_lock(&vcg.ctx_mu);
-	rc = real(dev);
-	if (rc == CUDA_SUCCESS)
-		release_limits_locked(idx);
-	pthread_mutex_unlock(&vcg.ctx_mu);
-	return rc;
+	return primary_drop(vcg.real.cuDevicePrimaryCtxRelease_v2, dev, 1);
 }
 
 VC_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 {
-	return primary_reset(vcg.real.cuDevicePrimaryCtxReset, dev);
+	return primary_drop(vcg.real.cuDevicePrimaryCtxReset, dev, 0);
 }
 
 VC_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
-	return primary_reset(vcg.real.cuDevicePrimaryCtxReset_v2, dev);
+	return primary_drop(vcg.real.cuDevicePrimaryCtxReset_v2, dev, 0);
 }
 
 /* cuCtxCreate*: book, create, then remember what the new context holds. */

@@ -73,6 +73,10 @@ int child_ctx_paths(int argc, char **argv)
 	CCHECK(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 1024) == CUDA_SUCCESS, "stack back");
 	CCHECK(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 8 * MiB) == CUDA_SUCCESS, "heap back");
 	CHECK_FREE(700, "limits back to the defaults");
+	CCHECK(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, (8 + 100) * MiB) == CUDA_SUCCESS, "heap");
+	CCHECK(cuDevicePrimaryCtxReset_v2(d) == CUDA_SUCCESS, "reset");
+	CHECK_FREE(700, "a reset gives the limits back, the context stays");
+	CCHECK(fake_used(uuid) == 300 * MiB, "the fake after a reset");
 
 	CCHECK(cuDevicePrimaryCtxRelease(d) == CUDA_SUCCESS, "release");
 	CHECK_FREE(700, "one retain left");
