@@ -21,8 +21,11 @@ type Device struct {
 	UUID      string
 	Model     string
 	BusID     string // normalized, see NormalizeBusID
-	MemoryMiB int64
-	NUMA      int // -1 when NVML does not know
+	MemoryMiB int64  // what tenants may use: NVML's total less what the driver reserves
+	// ReservedMiB is what the driver keeps for itself (NVML memory v2); it is
+	// never offered, so the caps of a GPU's tenants fit what the card has.
+	ReservedMiB int64
+	NUMA        int // -1 when NVML does not know
 }
 
 // Topology holds the pairwise links between the GPUs of Devices(), indexed
@@ -128,6 +131,11 @@ func (l *nvmlLib) device(i int) (Device, error) {
 		return Device{}, fmt.Errorf("memory info: %v", ret)
 	}
 	d.MemoryMiB = int64(mem.Total >> 20)
+	// Drivers with memory v2 say what they reserve (older ones: not supported).
+	if m2, ret := h.GetMemoryInfo_v2(); ret == nvml.SUCCESS && m2.Reserved < m2.Total {
+		d.ReservedMiB = int64((m2.Reserved + 1<<20 - 1) >> 20)
+		d.MemoryMiB = int64(m2.Total>>20) - d.ReservedMiB
+	}
 	pci, ret := h.GetPciInfo()
 	if ret != nvml.SUCCESS {
 		return Device{}, fmt.Errorf("PCI info: %v", ret)

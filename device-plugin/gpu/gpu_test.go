@@ -168,3 +168,48 @@ func TestNormalizeBusID(t *testing.T) {
 		}
 	}
 }
+
+// What the driver reserves of a GPU (NVML memory v2) is never offered:
+// tenants' caps must fit what the card really has.
+func TestDevicesLeaveTheDriversReservedMemory(t *testing.T) {
+	tests := []struct {
+		name         string
+		reservedMiB  int64
+		noV2         bool // a driver without nvmlDeviceGetMemoryInfo_v2
+		wantMemory   int64
+		wantReserved int64
+	}{
+		{name: "H100-like reserve", reservedMiB: 542, wantMemory: 81920 - 542, wantReserved: 542}, // 81920 - 542 = 81378 offered
+		{name: "nothing reserved", wantMemory: 81920},
+		{name: "older driver: total offered", reservedMiB: 542, noV2: true, wantMemory: 81920},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			node := simNode(t, "a100-80g-1")
+			for i := range node.GPUs {
+				node.GPUs[i].MemoryMiB, node.GPUs[i].ReservedMiB = 81920, tt.reservedMiB
+			}
+			sim := nvmlsim.New(node)
+			if tt.noV2 {
+				for i := range node.GPUs {
+					d, _ := sim.DeviceGetHandleByIndex(i)
+					d.(*mock.Device).GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) { return nvml.Memory_v2{}, nvml.ERROR_NOT_SUPPORTED }
+				}
+			}
+			lib, err := gpu.New(sim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(lib.Shutdown)
+			devs, err := lib.Devices()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range devs {
+				if d.MemoryMiB != tt.wantMemory || d.ReservedMiB != tt.wantReserved {
+					t.Errorf("%s: memory %d MiB, reserved %d MiB; want %d and %d", d.UUID, d.MemoryMiB, d.ReservedMiB, tt.wantMemory, tt.wantReserved)
+				}
+			}
+		})
+	}
+}

@@ -119,6 +119,11 @@ func New(ctx context.Context, o Options) (*Plugin, error) {
 	}
 	p.metrics = metrics.New(o.Registry, p.snapshot)
 	logger.V(2).Info("Discovered GPUs", "node", o.Node, "gpus", len(p.devices), "maxShares", o.MaxShares, "restoredContainers", len(recs))
+	for _, d := range p.devices {
+		if d.ReservedMiB > 0 {
+			logger.V(2).Info("Not offering the memory the driver reserves", "gpu", d.UUID, "model", d.Model, "offeredMiB", d.MemoryMiB, "reservedMiB", d.ReservedMiB)
+		}
+	}
 	return p, nil
 }
 

@@ -86,6 +86,11 @@ func (s *Sim) newDevice(i int) *mock.Device {
 		total := uint64(g.MemoryMiB) << 20
 		return nvml.Memory{Total: total, Free: total}, nvml.SUCCESS
 	}
+	// as recent drivers: total = reserved + free + used
+	d.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) {
+		total, reserved := uint64(g.MemoryMiB)<<20, uint64(g.ReservedMiB)<<20
+		return nvml.Memory_v2{Version: 2, Total: total, Reserved: reserved, Free: total - reserved}, nvml.SUCCESS
+	}
 	d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) { return pciInfo(g.BusID), nvml.SUCCESS }
 	d.GetNumaNodeIdFunc = func() (int, nvml.Return) { return g.NUMA, nvml.SUCCESS }
 	d.GetTopologyCommonAncestorFunc = func(other nvml.Device) (nvml.GpuTopologyLevel, nvml.Return) {

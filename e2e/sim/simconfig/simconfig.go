@@ -44,8 +44,11 @@ type Group struct {
 	Model     string            `json:"gpuModel"`
 	GPUs      int               `json:"gpus"`
 	MemoryMiB int64             `json:"gpuMemoryMiB"`
-	Topology  Topology          `json:"topology"`
-	NVLinks   int               `json:"nvlinksPerPair"`
+	// ReservedMiB is what the driver keeps of each GPU for itself (NVML's
+	// memory v2 "reserved": a few hundred MiB on real cards); default 0.
+	ReservedMiB int64    `json:"gpuReservedMiB,omitempty"`
+	Topology    Topology `json:"topology"`
+	NVLinks     int      `json:"nvlinksPerPair"`
 	// NUMA lists the NUMA node of each GPU; empty means all on node 0.
 	NUMA      []int `json:"numa,omitempty"`
 	MaxShares int   `json:"maxShares"`
@@ -53,13 +56,14 @@ type Group struct {
 
 // GPU is one simulated GPU.
 type GPU struct {
-	Index     int
-	UUID      string
-	BusID     string
-	Model     string
-	MemoryMiB int64
-	NUMA      int
-	MaxShares int
+	Index       int
+	UUID        string
+	BusID       string
+	Model       string
+	MemoryMiB   int64 // physical, as NVML's total
+	ReservedMiB int64 // of MemoryMiB, kept by the driver
+	NUMA        int
+	MaxShares   int
 }
 
 // Node is one simulated node.
@@ -134,6 +138,8 @@ func (f File) Validate() error {
 			return fmt.Errorf("%s: expected a GPU model name", field("gpuModel"))
 		case g.MemoryMiB <= 0:
 			return fmt.Errorf("%s: expected a positive number of MiB, got %d", field("gpuMemoryMiB"), g.MemoryMiB)
+		case g.ReservedMiB < 0 || g.ReservedMiB >= g.MemoryMiB:
+			return fmt.Errorf("%s: expected 0 or more MiB, less than gpuMemoryMiB (%d), got %d", field("gpuReservedMiB"), g.MemoryMiB, g.ReservedMiB)
 		case g.Topology != TopologyNVSwitch && g.Topology != TopologyPairs && g.Topology != TopologyPCIe:
 			return fmt.Errorf("%s: expected nvswitch, pairs or pcie, got %q", field("topology"), g.Topology)
 		case g.Topology != TopologyPCIe && g.NVLinks < 1:
@@ -167,7 +173,7 @@ func (f File) Nodes() []Node {
 				}
 				n.GPUs = append(n.GPUs, GPU{
 					Index: i, UUID: uuidFor(n.Name, i), BusID: fmt.Sprintf("00000000:%02X:00.0", 0x10+i*0x10),
-					Model: g.Model, MemoryMiB: g.MemoryMiB, NUMA: numa, MaxShares: g.MaxShares,
+					Model: g.Model, MemoryMiB: g.MemoryMiB, ReservedMiB: g.ReservedMiB, NUMA: numa, MaxShares: g.MaxShares,
 				})
 			}
 			nodes = append(nodes, n)

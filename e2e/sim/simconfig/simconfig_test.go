@@ -88,6 +88,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad topology", strings.Replace(base, "pcie", "mesh", 1) + "}", "nodes[0].topology: expected nvswitch, pairs or pcie"},
 		{"numa length", base + ", numa: [0]}", "nodes[0].numa: expected one NUMA node per GPU (2), got 1"},
 		{"nvlink without count", strings.Replace(base, "pcie", "pairs", 1) + "}", "nodes[0].nvlinksPerPair"},
+		{"reserve as large as the GPU", base + ", gpuReservedMiB: 100}", "nodes[0].gpuReservedMiB: expected 0 or more MiB, less than gpuMemoryMiB (100), got 100"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
