@@ -88,6 +88,7 @@ func run(ctx context.Context, o options) error {
 	if err := h.prepare(); err != nil {
 		return err
 	}
+	printContexts(ctx, dev, name, progs)
 	fmt.Println("\nmemory cap (real GPU)")
 	fmt.Printf("%-28s %10s %14s %s\n", "program/path", "cap MiB", "allocated MiB", "verdict")
 	for _, p := range progs {

@@ -10,8 +10,10 @@ import (
 
 // program is a CUDA program the check runs as a tenant. Its command takes
 // "mem <path>" (allocate 1 GiB chunks until refused, print
-// {"allocated_mib":N}) or "burn <seconds>" (compute back to back, print
-// {"rate":R}: work items per second over the second half).
+// {"allocated_mib":N}), "burn <seconds>" (compute back to back, print
+// {"rate":R}: work items per second over the second half) or "ctx x" (open
+// a CUDA context with one tiny allocation, print {"ready":true}, hold it
+// until stdin closes).
 type program struct {
 	name     string
 	cmd      []string
@@ -22,7 +24,12 @@ type program struct {
 const torchSrc = `import json, sys, time
 import torch
 mode = sys.argv[1]
-if mode == "mem":
+if mode == "ctx":
+    x = torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    print(json.dumps({"ready": True}), flush=True)
+    sys.stdin.read()
+elif mode == "mem":
     chunks = []
     try:
         while True:
@@ -49,7 +56,12 @@ else:
 const cupySrc = `import json, sys, time
 import cupy
 mode = sys.argv[1]
-if mode == "mem":
+if mode == "ctx":
+    x = cupy.zeros(1)
+    cupy.cuda.Device().synchronize()
+    print(json.dumps({"ready": True}), flush=True)
+    sys.stdin.read()
+elif mode == "mem":
     chunks = []
     try:
         while True:
@@ -86,6 +98,8 @@ __global__ void spin(long long cycles){long long s=clock64();while(clock64()-s<c
 int main(int argc,char**argv){
   if(argc<3)return 2;
   cudaFree(0);
+  if(!strcmp(argv[1],"ctx")){void*p;cudaMalloc(&p,512);cudaDeviceSynchronize();
+    printf("{\"ready\":true}\n");fflush(stdout);while(getchar()!=EOF){}return 0;}
   if(!strcmp(argv[1],"mem")){
     size_t n=0; void*p; const size_t G=1ull<<30;
     for(;;){

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// contextMiB runs p without the limiter, holding a CUDA context and one tiny
+// allocation, and returns what NVML says its process takes of the GPU: the
+// figure limiter.contextMiB wants for this model (the allocator's smallest
+// block included, which errs on the safe side).
+func contextMiB(ctx context.Context, dev nvml.Device, p program) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, p.cmd[0], append(append([]string{}, p.cmd[1:]...), "ctx", "x")...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return 0, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, err
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	defer func() { stdin.Close(); _ = cmd.Wait() }()
+	ready := false
+	for sc := bufio.NewScanner(stdout); sc.Scan(); {
+		if strings.Contains(sc.Text(), `"ready"`) {
+			ready = true
+			break
+		}
+	}
+	if !ready {
+		return 0, fmt.Errorf("%s did not open a context (ctx mode ended without \"ready\")", p.name)
+	}
+	procs, ret := dev.GetComputeRunningProcesses()
+	if ret != nvml.SUCCESS {
+		return 0, fmt.Errorf("NVML running processes: %v", ret)
+	}
+	for _, pr := range procs {
+		if int(pr.Pid) == cmd.Process.Pid {
+			return pr.UsedGpuMemory >> 20, nil
+		}
+	}
+	return 0, fmt.Errorf("NVML lists no process %d on the GPU", cmd.Process.Pid)
+}
+
+// printContexts measures every program's context and prints the setting.
+func printContexts(ctx context.Context, dev nvml.Device, model string, progs []program) {
+	fmt.Println("\nCUDA context per process (real GPU, no limiter)")
+	fmt.Printf("%-12s %s\n", "program", "MiB")
+	var most uint64
+	for _, p := range progs {
+		mib, err := contextMiB(ctx, dev, p)
+		if err != nil {
+			fmt.Printf("%-12s error: %v\n", p.name, err)
+			continue
+		}
+		most = max(most, mib)
+		fmt.Printf("%-12s %d\n", p.name, mib)
+	}
+	if most > 0 {
+		fmt.Printf("device plugin setting for this model: limiter.contextMiB: {%q: %d}\n", model, most)
+	}
+}
