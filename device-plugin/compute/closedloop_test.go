@@ -235,7 +235,7 @@ func scenario(t *testing.T, specs []tenantSpec, stopControllerAfter time.Duratio
 		r.Observe = func(uuid string, busy float64, ds []Decision) {
 			var b strings.Builder
 			for _, d := range ds {
-				fmt.Fprintf(&b, " %s[share %.2f meas %.3f mode %d rate %.4g allow %d]", d.Key, d.Share, d.Measured, d.Control.Mode, d.Control.Rate, d.Control.Allowance)
+				fmt.Fprintf(&b, " %s[share %.2f meas %.3f mode %d rate %.4g fb %.4g allow %d]", d.Key, d.Share, d.Measured, d.Control.Mode, d.Control.Rate, d.Control.Fallback, d.Control.Allowance)
 			}
 			t.Logf("busy %.3f%s", busy, b.String())
 		}

@@ -282,13 +282,13 @@ func (g *GPU) decide(t TenantInput, st *tenantState, in Input, P, a, k, share fl
 	rate := frac / k * backoff
 	// the rate that holds the share, should the node stop answering: the
 	// share at the estimated cost while the loop settles, then the average
-	// of the rates that held it
+	// of the rates in force, backed-off periods included (the share was held
+	// by the mix; averaging only the full rates runs a few points over)
 	st.periods++
-	switch {
-	case st.periods <= settlePeriods:
+	if st.periods <= settlePeriods {
 		st.fallback = share / k
-	case backoff == 1:
-		st.fallback += 0.1 * (frac/k - st.fallback)
+	} else {
+		st.fallback += 0.1 * (rate - st.fallback)
 	}
 	rate *= 1 + dither*sign(t.Key, g.period)
 	st.rate = rate
