@@ -28,9 +28,24 @@ func newNamespace(t *testing.T, ctx context.Context) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every test leaves nothing behind: the next one counts on free GPUs (a
+	// gang that needs NVLink pairs settles for PCIe while an earlier test's
+	// pods still hold them), so the cleanup waits until the pods are gone.
 	t.Cleanup(func() {
-		_ = shared.vc.BatchV1alpha1().Jobs(name).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
-		_ = shared.kube.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_ = shared.vc.BatchV1alpha1().Jobs(name).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		_ = shared.kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
+		waitFor(t, ctx, "the pods of namespace "+name+" to be gone", func() error {
+			l, err := shared.kube.CoreV1().Pods(name).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			if n := len(l.Items); n > 0 {
+				return fmt.Errorf("%d pods left, e.g. %s (%s)", n, l.Items[0].Name, l.Items[0].Status.Phase)
+			}
+			return nil
+		})
 	})
 	return name
 }
