@@ -28,6 +28,7 @@ func sampleAssignment() Assignment {
 		PodUID: "3f1c-uid", Node: "a100-40g-0", Time: t0, Phase: PhaseAssigned,
 		Containers: []ContainerAssignment{
 			{Name: "setup", Init: true, Devices: []DeviceShare{{UUID: "GPU-0000", MemoryMiB: 1024, Cores: 10}}},
+			{Name: "proxy", Init: true, Restartable: true, Devices: []DeviceShare{{UUID: "GPU-0002", MemoryMiB: 512, Cores: 5}}},
 			{Name: "main", Devices: []DeviceShare{{UUID: "GPU-0000", MemoryMiB: 8192, Cores: 30}, {UUID: "GPU-0001", MemoryMiB: 8192, Cores: 30}}},
 		},
 	}
@@ -115,10 +116,11 @@ func TestDecodeAssignmentErrors(t *testing.T) {
 	tests := []struct{ name, value, want string }{
 		{"no pod uid", strings.Replace(good, `"podUID":"3f1c-uid"`, `"podUID":""`, 1), "field podUID: expected the pod's UID"},
 		{"bad phase", strings.Replace(good, `"assigned"`, `"running"`, 1), `field phase: expected "assigned" or "allocated", got "running"`},
-		{"cores over 100", strings.Replace(good, `"cores":30`, `"cores":130`, 1), "field containers[1].devices[0].cores: expected a percentage from 0 to 100, got 130"},
-		{"gpu twice", strings.Replace(good, `"GPU-0001"`, `"GPU-0000"`, 1), "field containers[1].devices[1].uuid: expected each GPU once per container"},
+		{"cores over 100", strings.Replace(good, `"cores":30`, `"cores":130`, 1), "field containers[2].devices[0].cores: expected a percentage from 0 to 100, got 130"},
+		{"gpu twice", strings.Replace(good, `"GPU-0001"`, `"GPU-0000"`, 1), "field containers[2].devices[1].uuid: expected each GPU once per container"},
 		{"no devices", strings.Replace(good, `"devices":[{"uuid":"GPU-0000","memoryMiB":1024,"cores":10}]`, `"devices":[]`, 1), "field containers[0].devices: expected at least one GPU"},
 		{"zero memory", strings.Replace(good, `"memoryMiB":1024`, `"memoryMiB":0`, 1), "field containers[0].devices[0].memoryMiB: expected a positive number of MiB, got 0"},
+		{"restartable app container", strings.Replace(good, `"name":"main",`, `"name":"main","restartable":true,`, 1), "field containers[2].restartable: expected true only with init: true"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

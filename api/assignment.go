@@ -26,9 +26,12 @@ type DeviceShare struct {
 
 // ContainerAssignment lists the GPUs of one container.
 type ContainerAssignment struct {
-	Name    string        `json:"name"`
-	Init    bool          `json:"init,omitempty"`
-	Devices []DeviceShare `json:"devices"`
+	Name string `json:"name"`
+	Init bool   `json:"init,omitempty"`
+	// Restartable: an init container with restartPolicy Always (a native
+	// sidecar), booked as running beside the app containers.
+	Restartable bool          `json:"restartable,omitempty"`
+	Devices     []DeviceShare `json:"devices"`
 }
 
 // Assignment is the scheduler's decision for one pod.
@@ -104,6 +107,8 @@ func (a *Assignment) validate() error {
 			return fieldErr(k, f("name"), "a container listed once", c.Name)
 		case len(c.Devices) == 0:
 			return fieldErr(k, f("devices"), "at least one GPU", "none")
+		case c.Restartable && !c.Init:
+			return fieldErr(k, f("restartable"), "true only with init: true (a sidecar is an init container)", c.Restartable)
 		}
 		names[id] = true
 		uuids := map[string]bool{}

@@ -19,12 +19,17 @@
 // # Containers of one pod
 //
 // App containers run together, so their asks add up: each container is placed
-// against the usage left by the pod's earlier app containers. Init containers
-// run one at a time before the app containers, so each is placed against the
-// node as it is without this pod, and prefers GPUs the app containers hold.
-// The pod's footprint on a GPU is max(Σ app, max init) for memory and cores
-// and max(app containers, 1) tenants: kube-scheduler's effective-request rule
-// applied per GPU. Apply and Release book exactly that footprint.
+// against the usage left by the pod's earlier app containers. Native sidecars
+// (init containers with restartPolicy Always, Container.Restartable) start
+// before the app containers and keep running beside them, so they add up with
+// them the same way and choose their own GPUs like app containers. Classic
+// init containers run one at a time before the app containers, so each is
+// placed against the node as it is without this pod plus the sidecars declared
+// before it, and prefers GPUs the app containers hold. The pod's footprint on
+// a GPU is max(Σ app + Σ sidecars, max over init i of (init i + Σ sidecars
+// declared before i)) for memory, cores and tenants: kube-scheduler's
+// effective-request rule applied per GPU. Apply and Release book exactly that
+// footprint.
 //
 // # Choosing a container's GPUs
 //

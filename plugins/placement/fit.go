@@ -8,6 +8,16 @@ type usage struct {
 	excl   int
 }
 
+// add books one container's share of a GPU.
+func (u *usage) add(mem int64, cores int) {
+	u.mem += mem
+	u.cores += cores
+	u.shares++
+	if cores >= 100 {
+		u.excl++
+	}
+}
+
 // Fitter is the reusable scratch space of Fit and ScoreNode: with one Fitter
 // per goroutine, steady-state calls do not allocate. A Fitter is not safe for
 // concurrent use (Volcano predicates nodes in parallel: keep Fitters in a
@@ -20,7 +30,8 @@ type Fitter struct {
 	node *Node
 	req  *Request
 
-	base, view []usage // node usage before the pod; and with the pod's app containers added
+	base, view []usage // node usage before the pod; and with the pod's app containers and sidecars added
+	side       []usage // base plus the sidecars declared so far (for classic init containers)
 	appMask    uint64  // GPUs the pod's app containers hold
 
 	sib    [MaxGPUs]int32 // sibling tasks of the same job per GPU
@@ -66,7 +77,7 @@ func (f *Fitter) Fit(req *Request, node *Node, gang *GangView) (Placement, []Rea
 	}
 	f.conts = f.conts[:0]
 	for i := range req.Containers {
-		f.conts = append(f.conts, ContainerPlacement{Name: req.Containers[i].Name, Init: req.Containers[i].Init})
+		f.conts = append(f.conts, ContainerPlacement{Name: req.Containers[i].Name, Init: req.Containers[i].Init, Restartable: req.Containers[i].Restartable})
 	}
 	if total == 0 {
 		return Placement{Node: node.Name, Containers: f.conts}, nil
@@ -84,16 +95,25 @@ func (f *Fitter) Fit(req *Request, node *Node, gang *GangView) (Placement, []Rea
 		f.devs = make([]Device, 0, total)
 	}
 	f.devs = f.devs[:0]
-	// App containers run together: each sees the ones before it (view).
+	// App containers and sidecars run together: each sees the ones before it (view).
 	for i := range req.Containers {
-		if c := &req.Containers[i]; !c.Init && c.Number > 0 && !f.place(i, f.view, false) {
+		if c := &req.Containers[i]; c.beside() && c.Number > 0 && !f.place(i, f.view, false) {
 			return Placement{}, f.reasons
 		}
 	}
-	// Init containers run one at a time before the app containers, so each only
-	// has to fit next to other pods (base), never next to its own pod.
+	// Classic init containers run one at a time before the app containers, so
+	// each has to fit next to other pods and the sidecars declared before it
+	// (side), never next to the rest of its own pod.
+	f.side = append(f.side[:0], f.base...)
 	for i := range req.Containers {
-		if c := &req.Containers[i]; c.Init && c.Number > 0 && !f.place(i, f.base, true) {
+		c := &req.Containers[i]
+		switch {
+		case !c.Init || c.Number == 0:
+		case c.Restartable:
+			for _, d := range f.conts[i].Devices {
+				f.side[d.Pos].add(d.MemoryMiB, d.Cores)
+			}
+		case !f.place(i, f.side, true):
 			return Placement{}, f.reasons
 		}
 	}
@@ -171,12 +191,7 @@ func (f *Fitter) place(ci int, u []usage, init bool) bool {
 		if init {
 			continue
 		}
-		u[pos].mem += mem
-		u[pos].cores += c.Cores
-		u[pos].shares++
-		if c.exclusive() {
-			u[pos].excl++
-		}
+		u[pos].add(mem, c.Cores)
 		f.appMask |= 1 << pos
 	}
 	f.conts[ci].Devices = f.devs[start:len(f.devs):len(f.devs)]

@@ -166,6 +166,21 @@ func TestFit(t *testing.T) {
 		{name: "init container goes elsewhere when the app GPU is shared with another pod",
 			node: pt.Node("n1").GPUs(2, a100, mib).Use(0, 8192, 10).Obj(),
 			req:  pt.Req().GPUs(1, 8192, 10).Init(1, mib, 100).Obj(), want: [][]int{{0}, {1}}},
+		{name: "sidecar adds to the app containers: sum, not max", // 50000 + 50000 > 81920: the sidecar cannot share the app's GPU
+			node: pt.Node("n1").GPUs(2, a100, mib).Obj(),
+			req:  pt.Req().Sidecar(1, 50000, 10).GPUs(1, 50000, 10).Obj(), want: [][]int{{0}, {1}}},
+		{name: "sidecar and app that cannot both fit on the only GPU", // a classic init of the same size would fit
+			node: pt.Node("n1").GPUs(1, a100, mib).Obj(),
+			req:  pt.Req().Sidecar(1, 50000, 10).GPUs(1, 50000, 10).Obj(), wantCodes: []placement.Code{placement.CodeMemory}},
+		{name: "sidecar is not steered onto the app's GPUs", // spread: the sidecar takes its own idle GPU
+			node: pt.Node("n1").GPUs(2, a100, mib).Obj(),
+			req:  pt.Req().Sidecar(1, 8192, 10).GPUs(1, 8192, 10).Policy(placement.Spread).Obj(), want: [][]int{{0}, {1}}},
+		{name: "init after a sidecar fits beside it", // GPU0: sidecar 50000 + init 40000 > 81920, so the init goes to GPU1
+			node: pt.Node("n1").GPUs(2, a100, mib).Obj(),
+			req:  pt.Req().Sidecar(1, 50000, 10).Init(1, 40000, 10).GPUs(1, 1000, 10).Obj(), want: [][]int{{0}, {1}, {0}}},
+		{name: "init before a sidecar does not run beside it", // the init runs first and alone: GPU0 max(40000, 50000+1000)
+			node: pt.Node("n1").GPUs(1, a100, mib).Obj(),
+			req:  pt.Req().Init(1, 40000, 10).Sidecar(1, 50000, 10).GPUs(1, 1000, 10).Obj(), want: [][]int{{0}, {0}, {0}}},
 		{name: "container without GPUs", node: eight().Obj(),
 			req: pt.Req().GPUs(0, 0, 0).GPUs(1, 1024, 10).Obj(), want: [][]int{nil, {0}}},
 	}

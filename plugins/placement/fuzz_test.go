@@ -56,7 +56,8 @@ func fuzzRequest(in *bytesIn, gpus int) *placement.Request {
 		DevicePolicy: []placement.Policy{"", placement.Binpack, placement.Spread}[in.next()%3],
 	}
 	for k := 1 + in.next()%3; k > 0; k-- {
-		c := placement.Container{Name: fmt.Sprint("c", k), Init: in.next()%4 == 0, Number: in.next() % (gpus + 2), Cores: []int{0, 10, 25, 50, 100}[in.next()%5]}
+		kind := in.next() % 8 // 0, 1: classic init; 2: sidecar; else app
+		c := placement.Container{Name: fmt.Sprint("c", k), Init: kind < 3, Restartable: kind == 2, Number: in.next() % (gpus + 2), Cores: []int{0, 10, 25, 50, 100}[in.next()%5]}
 		switch in.next() % 3 {
 		case 0:
 			c.MemoryMiB = int64(in.next()) * 512

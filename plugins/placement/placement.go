@@ -11,9 +11,10 @@ type Placement struct {
 
 // ContainerPlacement is the GPUs of one container.
 type ContainerPlacement struct {
-	Name    string
-	Init    bool
-	Devices []Device // ascending position, distinct GPUs
+	Name        string
+	Init        bool
+	Restartable bool     // a sidecar: an init container that runs beside the app containers
+	Devices     []Device // ascending position, distinct GPUs
 }
 
 // Device is one GPU share of a container.
@@ -28,7 +29,7 @@ type Device struct {
 func (p Placement) Clone() Placement {
 	c := Placement{Node: p.Node, Containers: make([]ContainerPlacement, len(p.Containers))}
 	for i, cp := range p.Containers {
-		c.Containers[i] = ContainerPlacement{Name: cp.Name, Init: cp.Init, Devices: append([]Device(nil), cp.Devices...)}
+		c.Containers[i] = ContainerPlacement{Name: cp.Name, Init: cp.Init, Restartable: cp.Restartable, Devices: append([]Device(nil), cp.Devices...)}
 	}
 	return c
 }
@@ -56,11 +57,14 @@ func containsString(list []string, s string) bool {
 }
 
 // footprint is what a pod holds on one GPU for its lifetime. App containers
-// run together and add up; init containers run one at a time, before them, so
-// the pod needs the larger of the two on each GPU (kube-scheduler's effective
-// request rule, applied per GPU): memory and cores max(Σ app, max init);
-// tenants max(app containers on it, 1 if an init container uses it);
-// exclusive if any container holds it with 100 cores.
+// and sidecars (restartable init containers) run together and add up; a
+// classic init container runs alone before them, beside only the sidecars
+// declared before it. The pod needs the largest of these on each GPU
+// (kube-scheduler's effective request rule, applied per GPU): memory and
+// cores max(Σ app + Σ sidecars, max over init i of (init i + Σ sidecars
+// before i)); tenants counted the same way; exclusive if any container holds
+// it with 100 cores. Containers are taken in declaration order, as Fit and
+// the assignment list them.
 type footprint struct {
 	mem   int64
 	cores int
@@ -68,25 +72,37 @@ type footprint struct {
 	excl  int
 }
 
+func (a footprint) plus(b footprint) footprint {
+	return footprint{a.mem + b.mem, a.cores + b.cores, a.share + b.share, max(a.excl, b.excl)}
+}
+
+func (a footprint) atLeast(b footprint) footprint {
+	return footprint{max(a.mem, b.mem), max(a.cores, b.cores), max(a.share, b.share), max(a.excl, b.excl)}
+}
+
 func footprintOf(p *Placement, uuid string) footprint {
-	var app, init footprint
+	var app, init, side footprint
 	for _, cp := range p.Containers {
 		for _, d := range cp.Devices {
 			if d.UUID != uuid {
 				continue
 			}
-			excl := 0
+			one := footprint{mem: d.MemoryMiB, cores: d.Cores, share: 1}
 			if d.Cores >= 100 {
-				excl = 1
+				one.excl = 1
 			}
-			if cp.Init {
-				init = footprint{max(init.mem, d.MemoryMiB), max(init.cores, d.Cores), 1, max(init.excl, excl)}
-				continue
+			switch {
+			case cp.Init && !cp.Restartable:
+				init = init.atLeast(side.plus(one))
+			case cp.Restartable:
+				side = side.plus(one)
+				app = app.plus(one)
+			default:
+				app = app.plus(one)
 			}
-			app = footprint{app.mem + d.MemoryMiB, app.cores + d.Cores, app.share + 1, max(app.excl, excl)}
 		}
 	}
-	return footprint{max(app.mem, init.mem), max(app.cores, init.cores), max(app.share, init.share), max(app.excl, init.excl)}
+	return app.atLeast(init)
 }
 
 // gpuRef is one distinct GPU of a placement, resolved on a node.

@@ -66,6 +66,10 @@ func ParseTopology(s string) (TopologyMode, error) {
 type Container struct {
 	Name string
 	Init bool // init container: runs alone, before the app containers
+	// Restartable: an init container with restartPolicy Always (a native
+	// sidecar). It starts before the app containers and then runs beside them
+	// and beside every init container declared after it.
+	Restartable bool
 	// Number of distinct GPUs. 0: the container uses no GPU.
 	Number int
 	// Memory per GPU, in MiB, or as a percentage of each GPU's capacity. The
@@ -90,6 +94,10 @@ func (c *Container) memoryOn(capMiB int64) int64 {
 }
 
 func (c *Container) exclusive() bool { return c.Cores >= 100 }
+
+// beside: the container runs together with the app containers (an app
+// container or a sidecar), so its ask adds to theirs.
+func (c *Container) beside() bool { return !c.Init || c.Restartable }
 
 // Request is one pod's GPU ask. Fit never modifies it.
 type Request struct {
@@ -154,6 +162,8 @@ func (r *Request) validate() error {
 			return fmt.Errorf("%w: container %q: memory percentage %d outside 0..100", ErrInvalidRequest, c.Name, c.MemoryPercent)
 		case c.MemoryMiB < 0:
 			return fmt.Errorf("%w: container %q: negative memory %d MiB", ErrInvalidRequest, c.Name, c.MemoryMiB)
+		case c.Restartable && !c.Init:
+			return fmt.Errorf("%w: container %q: only an init container can be restartable (a sidecar)", ErrInvalidRequest, c.Name)
 		}
 	}
 	if r.DevicePolicy != "" {

@@ -41,6 +41,15 @@ func TestApplyFootprint(t *testing.T) {
 			node: pt.Node("n1").GPUs(1, a100, mib).Obj(),
 			req:  pt.Req().Init(1, 2000, 5).Init(1, 6000, 5).GPUs(1, 3000, 10).GPUs(1, 1000, 10).Obj(),
 			want: [][4]int64{{6000, 20, 2, 0}}},
+		{name: "sidecar adds to the app containers", // 2000 + 3000 MiB, 5 + 10 cores, 2 tenants
+			node: pt.Node("n1").GPUs(1, a100, mib).Obj(), req: pt.Req().Sidecar(1, 2000, 5).GPUs(1, 3000, 10).Obj(),
+			want: [][4]int64{{5000, 15, 2, 0}}},
+		{name: "init after a sidecar counts beside it", // max(2000 + 6000 init, 2000 + 1000 app), tenants max(2, 2)
+			node: pt.Node("n1").GPUs(1, a100, mib).Obj(), req: pt.Req().Sidecar(1, 2000, 5).Init(1, 6000, 20).GPUs(1, 1000, 10).Obj(),
+			want: [][4]int64{{8000, 25, 2, 0}}},
+		{name: "init before a sidecar counts alone", // max(6000 init, 2000 + 1000), cores max(20, 15)
+			node: pt.Node("n1").GPUs(1, a100, mib).Obj(), req: pt.Req().Init(1, 6000, 20).Sidecar(1, 2000, 5).GPUs(1, 1000, 10).Obj(),
+			want: [][4]int64{{6000, 20, 2, 0}}},
 		{name: "exclusive app container",
 			node: pt.Node("n1").GPUs(2, a100, mib).Use(0, 1, 1).Obj(), req: pt.Req().GPUs(1, 0, 100).Obj(),
 			want: [][4]int64{{1, 1, 1, 0}, {mib, 100, 1, 1}}},

@@ -90,6 +90,12 @@ func container(name string, res map[string]int64) corev1.Container {
 	return corev1.Container{Name: name, Resources: corev1.ResourceRequirements{Limits: l}}
 }
 
+func sidecar(c corev1.Container) corev1.Container {
+	always := corev1.ContainerRestartPolicyAlways
+	c.RestartPolicy = &always
+	return c
+}
+
 func TestRequestOf(t *testing.T) {
 	a := DefaultArgs()
 	a.DefaultCores = 20
@@ -111,6 +117,19 @@ func TestRequestOf(t *testing.T) {
 				{Name: "setup", Init: true, Number: 1, MemoryPercent: 10},
 				{Name: "main", Number: 2, MemoryMiB: 8192, Cores: 30},
 				{Name: "side", Number: 1, Cores: 20}, // neither memory nor cores: default 20%
+			}, DevicePolicy: placement.Binpack, Topology: placement.TopologyPrefer},
+		},
+		{
+			name: "native sidecar: an init container with restartPolicy Always",
+			pod: corev1.Pod{Spec: corev1.PodSpec{
+				InitContainers: []corev1.Container{sidecar(container("proxy", map[string]int64{num: 1, mem: 2048, cores: 10})),
+					container("setup", map[string]int64{num: 1, mem: 1024, cores: 10})},
+				Containers: []corev1.Container{container("main", map[string]int64{num: 1, mem: 8192, cores: 30})},
+			}},
+			want: &placement.Request{Containers: []placement.Container{
+				{Name: "proxy", Init: true, Restartable: true, Number: 1, MemoryMiB: 2048, Cores: 10},
+				{Name: "setup", Init: true, Number: 1, MemoryMiB: 1024, Cores: 10},
+				{Name: "main", Number: 1, MemoryMiB: 8192, Cores: 30},
 			}, DevicePolicy: placement.Binpack, Topology: placement.TopologyPrefer},
 		},
 		{
@@ -153,14 +172,16 @@ func TestAssignmentRoundTrip(t *testing.T) {
 	pl := placement.Placement{Node: "n1", Containers: []placement.ContainerPlacement{
 		{Name: "setup", Init: true, Devices: []placement.Device{{Pos: 0, UUID: "GPU-a", MemoryMiB: 100, Cores: 10}}},
 		{Name: "nogpu"},
+		{Name: "proxy", Init: true, Restartable: true, Devices: []placement.Device{{Pos: 0, UUID: "GPU-a", MemoryMiB: 300, Cores: 5}}},
 		{Name: "main", Devices: []placement.Device{{Pos: 1, UUID: "GPU-b", MemoryMiB: 200, Cores: 100}}},
 	}}
 	a := toAssignment(pl, "uid-1")
-	if len(a.Containers) != 2 {
+	if len(a.Containers) != 3 {
 		t.Fatalf("containers without GPUs must be left out: %+v", a.Containers)
 	}
 	back := fromAssignment(a)
-	if back.Containers[1].Devices[0].UUID != "GPU-b" || !back.Containers[0].Init {
+	if back.Containers[2].Devices[0].UUID != "GPU-b" || !back.Containers[0].Init || back.Containers[0].Restartable ||
+		!back.Containers[1].Init || !back.Containers[1].Restartable {
 		t.Errorf("round trip: %+v", back)
 	}
 }

@@ -168,7 +168,7 @@ func (p *plugin) gangView(task *schedapi.TaskInfo) *placement.GangView {
 func shapeKey(r *placement.Request) string {
 	var b strings.Builder
 	for _, c := range r.Containers {
-		fmt.Fprintf(&b, "%t/%d/%d/%d/%d;", c.Init, c.Number, c.MemoryMiB, c.MemoryPercent, c.Cores)
+		fmt.Fprintf(&b, "%t/%t/%d/%d/%d/%d;", c.Init, c.Restartable, c.Number, c.MemoryMiB, c.MemoryPercent, c.Cores)
 	}
 	fmt.Fprintf(&b, "%v%v%v%v%s%s", r.TypeInclude, r.TypeExclude, r.UUIDInclude, r.UUIDExclude, r.Topology, r.DevicePolicy)
 	return b.String()

@@ -44,7 +44,7 @@ func requestOf(pod *corev1.Pod, a *Args) (*placement.Request, error) {
 			return fmt.Errorf("container %q: %s=%d, expected 0 to 100 (percent of one GPU; 100 = exclusive)", c.Name, a.Resources.Cores, cores)
 		}
 		req.Containers = append(req.Containers, placement.Container{
-			Name: c.Name, Init: init, Number: int(n), MemoryMiB: mem, MemoryPercent: int(pct), Cores: int(cores),
+			Name: c.Name, Init: init, Restartable: init && restartable(c), Number: int(n), MemoryMiB: mem, MemoryPercent: int(pct), Cores: int(cores),
 		})
 		return nil
 	}
@@ -75,6 +75,12 @@ func requestOf(pod *corev1.Pod, a *Args) (*placement.Request, error) {
 	return req, nil
 }
 
+// restartable: an init container with restartPolicy Always, Kubernetes'
+// native sidecar, which keeps running beside the app containers.
+func restartable(c *corev1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+}
+
 // nodePolicyOf is the pod's node policy: its annotation, else the argument.
 func nodePolicyOf(pod *corev1.Pod, a *Args) placement.Policy {
 	if v, ok := pod.Annotations[api.NodePolicyKey]; ok {
@@ -92,7 +98,7 @@ func toAssignment(p placement.Placement, podUID string) api.Assignment {
 		if len(c.Devices) == 0 {
 			continue
 		}
-		ca := api.ContainerAssignment{Name: c.Name, Init: c.Init}
+		ca := api.ContainerAssignment{Name: c.Name, Init: c.Init, Restartable: c.Restartable}
 		for _, d := range c.Devices {
 			ca.Devices = append(ca.Devices, api.DeviceShare{UUID: d.UUID, MemoryMiB: d.MemoryMiB, Cores: d.Cores})
 		}
@@ -105,7 +111,7 @@ func toAssignment(p placement.Placement, podUID string) api.Assignment {
 func fromAssignment(a api.Assignment) placement.Placement {
 	p := placement.Placement{Node: a.Node}
 	for _, c := range a.Containers {
-		cp := placement.ContainerPlacement{Name: c.Name, Init: c.Init}
+		cp := placement.ContainerPlacement{Name: c.Name, Init: c.Init, Restartable: c.Restartable}
 		for _, d := range c.Devices {
 			cp.Devices = append(cp.Devices, placement.Device{Pos: -1, UUID: d.UUID, MemoryMiB: d.MemoryMiB, Cores: d.Cores})
 		}

@@ -193,6 +193,11 @@ func (b *RequestBuilder) Init(n int, memMiB int64, cores int) *RequestBuilder {
 	return b.Container(placement.Container{Init: true, Number: n, MemoryMiB: memMiB, Cores: cores})
 }
 
+// Sidecar adds a restartable init container (restartPolicy Always).
+func (b *RequestBuilder) Sidecar(n int, memMiB int64, cores int) *RequestBuilder {
+	return b.Container(placement.Container{Init: true, Restartable: true, Number: n, MemoryMiB: memMiB, Cores: cores})
+}
+
 // Container adds c, naming it "c<k>" when unnamed.
 func (b *RequestBuilder) Container(c placement.Container) *RequestBuilder {
 	if c.Name == "" {
