@@ -27,15 +27,21 @@ type bindExtension struct {
 	assignment api.Assignment
 }
 
-// SetupBindContextExtension is called when the task's gang has committed and
-// the task is dispatched for binding.
+// SetupBindContextExtension is called in the session goroutine when the
+// task's gang has committed and the task is dispatched for binding. The
+// booking is recorded here, not in PreBind: Volcano's cache already shows the
+// pod on its node, and the next session may open before the bind goroutine
+// runs PreBind; from now on it sees these GPUs as taken.
 func (p *plugin) SetupBindContextExtension(_ *k8sframework.CycleState, bindCtx *cache.BindContext) {
 	task := bindCtx.TaskInfo
 	pl, ok := p.booked[task.UID]
 	if !ok {
 		return
 	}
-	bindCtx.Extensions[PluginName] = &bindExtension{assignment: toAssignment(pl, string(task.Pod.UID))}
+	a := toAssignment(pl, string(task.Pod.UID))
+	a.Time = p.shared.Now()
+	p.shared.Inflight.Put(task.Pod.UID, a)
+	bindCtx.Extensions[PluginName] = &bindExtension{assignment: a}
 }
 
 // PreBind writes the assignment on the pod right before it is bound.
@@ -46,12 +52,11 @@ func (p *plugin) PreBind(ctx context.Context, bindCtx *cache.BindContext) error 
 	}
 	pod := bindCtx.TaskInfo.Pod
 	a := ext.assignment
-	a.Time = p.shared.Now()
 	value, err := api.EncodeAssignment(a)
 	if err != nil {
+		p.shared.Inflight.Forget(pod.UID)
 		return fmt.Errorf("vgpu: encode assignment of %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	p.shared.Inflight.Put(pod.UID, a)
 	if err := p.patchAssignment(ctx, pod, &value); err != nil {
 		p.shared.Inflight.Forget(pod.UID)
 		return fmt.Errorf("vgpu: write assignment on %s/%s: %w", pod.Namespace, pod.Name, err)

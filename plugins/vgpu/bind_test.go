@@ -159,3 +159,24 @@ func TestPreBindSkipsPodsWithoutGPUs(t *testing.T) {
 		t.Errorf("API calls for a pod without GPUs: %v", acts)
 	}
 }
+
+func TestBookingVisibleToASessionOpenedBeforePreBind(t *testing.T) {
+	// Session 1 commits pod p onto GPU-n1-2 (8192 MiB) and dispatches it;
+	// Volcano's cache now lists p on n1 without an annotation. Session 2 opens
+	// before the bind goroutine runs PreBind: it must see the GPU booked.
+	server := newPod("ns", "p").group("pg").obj()
+	p1, bindCtx, cs := bindFixture(t, server)
+	node := newGPUNode("n1", "NVIDIA A100-SXM4-80GB", 4, 81920).obj(t)
+	dispatched := newPod("ns", "p").group("pg").gpus(1, 8192, 25).on("n1", corev1.PodPending).obj()
+	h := newHandSession(t, p1.shared, DefaultArgs(), []*corev1.Node{node}, []*corev1.Pod{dispatched})
+	if got := h.plugin.nodes["n1"].GPUs[2]; got.UsedMemoryMiB != 8192 || got.UsedCores != 25 {
+		t.Fatalf("session opened between commit and PreBind sees GPU-n1-2 with %d MiB, %d cores booked; want 8192, 25",
+			got.UsedMemoryMiB, got.UsedCores)
+	}
+	if err := p1.PreBind(context.Background(), bindCtx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := serverPod(t, cs).Annotations[api.AssignmentKey]; !ok {
+		t.Error("PreBind wrote no assignment")
+	}
+}

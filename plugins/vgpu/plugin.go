@@ -5,9 +5,10 @@
 // and the assignment annotations of the node's pods), and hands plain values
 // to the pure placement core (plugins/placement) for predicates and scores.
 // Allocate/Deallocate events book and release GPUs in memory only, so a gang
-// that Volcano discards leaves nothing behind. The assignment is written on
-// the pod in PreBind, that is after the gang committed and just before the
-// pod is bound; PreBindRollBack removes it if binding fails.
+// that Volcano discards leaves nothing behind. When the gang commits, the
+// booking is recorded across sessions (Inflight) in the session goroutine;
+// the assignment is written on the pod in PreBind, just before the pod is
+// bound; PreBindRollBack removes both if binding fails.
 //
 // Queue fair share: the device plugin advertises vgpu-memory and vgpu-cores
 // as node extended resources (and kubelet vgpu-number), so Volcano's own

@@ -71,10 +71,12 @@ func terminated(pod *corev1.Pod) bool {
 	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 }
 
-// Inflight remembers assignments written in PreBind until the scheduler's
-// cache shows them on the pod. Volcano opens the next session from its
-// informer cache, which may lag the patch by a few milliseconds; without this
-// a GPU booked by the previous session could look free and be booked twice.
+// Inflight remembers assignments from the moment their gang commits (the
+// session goroutine dispatches the task) until the scheduler's cache shows
+// them on the pod. The next session may open before the bind goroutine's
+// PreBind patches the pod, and Volcano opens it from its informer cache,
+// which lags the patch; without this a GPU booked by the previous session
+// could look free and be booked twice.
 // It lives as long as the scheduler process (created in main, passed to the
 // plugin builder) and is the only state shared across sessions.
 type Inflight struct {
@@ -95,7 +97,7 @@ func NewInflight(now func() time.Time, ttl time.Duration) *Inflight {
 	return &Inflight{entries: map[types.UID]inflightEntry{}, now: now, ttl: ttl}
 }
 
-// Put records an assignment about to be patched onto a pod.
+// Put records an assignment committed for a pod, before it is patched on.
 func (f *Inflight) Put(uid types.UID, a api.Assignment) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
