@@ -151,6 +151,14 @@ func TestParsePodOptions(t *testing.T) {
 		},
 		{name: "bad topology", ann: map[string]string{TopologyKey: "strict"}, wantErr: TopologyKey + `: expected one of prefer, required, none, got "strict"`},
 		{name: "empty list item", ann: map[string]string{GPUTypeExcludeKey: "A100,,L4"}, wantErr: "field item 1: expected a comma-separated list with no empty items"},
+		{name: "deviceshare type include", ann: map[string]string{DeviceShareTypeIncludeKey: "A100,H100"}, want: PodOptions{TypeInclude: []string{"A100", "H100"}}},
+		{name: "deviceshare type exclude", ann: map[string]string{DeviceShareTypeExcludeKey: "T4"}, want: PodOptions{TypeExclude: []string{"T4"}}},
+		{name: "deviceshare exclude ignored beside include", ann: map[string]string{DeviceShareTypeIncludeKey: "A100", DeviceShareTypeExcludeKey: "A100"},
+			want: PodOptions{TypeInclude: []string{"A100"}}},
+		{name: "deviceshare include agreeing with ours", ann: map[string]string{DeviceShareTypeIncludeKey: "A100", GPUTypeIncludeKey: "A100"},
+			want: PodOptions{TypeInclude: []string{"A100"}}},
+		{name: "deviceshare include contradicting ours", ann: map[string]string{DeviceShareTypeIncludeKey: "H100", GPUTypeIncludeKey: "A100"},
+			wantErr: DeviceShareTypeIncludeKey + `: expected the same models as ` + GPUTypeIncludeKey + ` ("A100"), or only one of the two annotations, got "H100"`},
 		{name: "typo key", ann: map[string]string{Prefix + "topolgy": "none"}, wantErr: Prefix + "topolgy: expected one of the known annotations"},
 	}
 	for _, tc := range tests {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -81,7 +82,44 @@ func ParsePodOptions(annotations map[string]string) (PodOptions, error) {
 			return PodOptions{}, err
 		}
 	}
+	if err := o.deviceShareTypes(annotations); err != nil {
+		return PodOptions{}, err
+	}
 	return o, nil
+}
+
+// deviceShareTypes applies deviceshare's model filters. Each stands for ours
+// when ours is not set; with both set they must say the same, else the pod is
+// refused with both keys named (which one was meant cannot be guessed).
+func (o *PodOptions) deviceShareTypes(annotations map[string]string) error {
+	include, hasInclude := annotations[DeviceShareTypeIncludeKey]
+	exclude, hasExclude := annotations[DeviceShareTypeExcludeKey]
+	if hasInclude {
+		hasExclude = false // deviceshare reads nouse-gputype only without use-gputype
+	}
+	for _, f := range []struct {
+		theirs, ours string
+		set          bool
+		value        string
+		dst          *[]string
+	}{
+		{DeviceShareTypeIncludeKey, GPUTypeIncludeKey, hasInclude, include, &o.TypeInclude},
+		{DeviceShareTypeExcludeKey, GPUTypeExcludeKey, hasExclude, exclude, &o.TypeExclude},
+	} {
+		if !f.set {
+			continue
+		}
+		list, err := parseList(f.theirs, f.value, false)
+		if err != nil {
+			return err
+		}
+		if *f.dst != nil && !slices.Equal(*f.dst, list) {
+			return fieldErr(f.theirs, "", fmt.Sprintf("the same models as %s (%q), or only one of the two annotations",
+				f.ours, strings.Join(*f.dst, ",")), fmt.Sprintf("%q", f.value))
+		}
+		*f.dst = list
+	}
+	return nil
 }
 
 // ParseComputePolicy reads a compute policy value found under key.

@@ -46,6 +46,13 @@ const (
 	NodePolicyKey   = Prefix + "node-policy"
 	// ComputePolicyKey: fixed, balance or none (limiter behaviour).
 	ComputePolicyKey = Prefix + "compute-policy"
+
+	// DeviceShareTypeIncludeKey / DeviceShareTypeExcludeKey are Volcano
+	// deviceshare's model filters, honoured so its Job specs behave the same:
+	// comma-separated model substrings; the exclude list is ignored when the
+	// include list is set (deviceshare's rule).
+	DeviceShareTypeIncludeKey = "nvidia.com/use-gputype"
+	DeviceShareTypeExcludeKey = "nvidia.com/nouse-gputype"
 )
 
 // ResourceNames are the extended resource names in use; configurable so a

@@ -27,9 +27,16 @@ func requestOf(pod *corev1.Pod, a *Args) (*placement.Request, error) {
 		pct, hasPct := q(a.Resources.MemoryPercentage)
 		cores, hasCores := q(a.Resources.Cores)
 		if !hasN {
-			if hasMem || hasPct || hasCores {
-				return fmt.Errorf("container %q asks %s/%s/%s without %s: add %s (GPUs per container)",
-					c.Name, a.Resources.Memory, a.Resources.MemoryPercentage, a.Resources.Cores, a.Resources.Number, a.Resources.Number)
+			switch {
+			case hasMem:
+				// deviceshare reads this as one GPU; kubelet, though, calls the
+				// device plugin only for containers that request the number.
+				return fmt.Errorf("container %q asks %s without %s (Volcano deviceshare reads that as 1 GPU): add %s: 1, "+
+					"since kubelet hands GPUs only to containers that request %s", c.Name, a.Resources.Memory, a.Resources.Number,
+					a.Resources.Number, a.Resources.Number)
+			case hasPct || hasCores:
+				return fmt.Errorf("container %q asks %s/%s without %s: add %s (GPUs per container)",
+					c.Name, a.Resources.MemoryPercentage, a.Resources.Cores, a.Resources.Number, a.Resources.Number)
 			}
 			return nil
 		}

@@ -132,6 +132,8 @@ func TestSessionGPUFilters(t *testing.T) {
 		{name: "type include", anno: map[string]string{api.GPUTypeIncludeKey: "L4"}, wantNode: "l4"},
 		{name: "type exclude", anno: map[string]string{api.GPUTypeExcludeKey: "a100"}, wantNode: "l4"}, // case-insensitive substring
 		{name: "type include and exclude", anno: map[string]string{api.GPUTypeIncludeKey: "NVIDIA", api.GPUTypeExcludeKey: "L4"}, wantNode: "a100"},
+		{name: "deviceshare use-gputype", anno: map[string]string{api.DeviceShareTypeIncludeKey: "L4"}, wantNode: "l4"},
+		{name: "deviceshare nouse-gputype", anno: map[string]string{api.DeviceShareTypeExcludeKey: "A100"}, wantNode: "l4"},
 		{name: "UUID include", anno: map[string]string{api.GPUUUIDIncludeKey: "GPU-l4-1"}, wantNode: "l4", wantGPU: "GPU-l4-1"},
 		{name: "UUID exclude", anno: map[string]string{api.GPUUUIDExcludeKey: "GPU-a100-0,GPU-a100-1,GPU-l4-0"}, wantNode: "l4", wantGPU: "GPU-l4-1"},
 	}
