@@ -81,17 +81,21 @@ func TestImpossibleRequestExplained(t *testing.T) {
 	if _, err := shared.vc.BatchV1alpha1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "a FailedScheduling event naming GPU memory", func() error {
+	// The event names the shortfall on every node and, once, the GPU that
+	// came nearest with its numbers.
+	waitFor(t, ctx, "a FailedScheduling event naming GPU memory and the nearest GPU", func() error {
 		evs, err := shared.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
 		}
 		for _, e := range evs.Items {
-			if e.InvolvedObject.Kind == "Pod" && strings.Contains(e.Message, "no GPU with 204800 MiB free") {
+			if e.InvolvedObject.Kind == "Pod" && strings.Contains(e.Message, "no GPU with 204800 MiB free") &&
+				strings.Contains(e.Message, "; nearest: ") && strings.Contains(e.Message, `asks 204800 MiB`) {
+				t.Logf("event: %s", e.Message)
 				return nil
 			}
 		}
-		return fmt.Errorf("%d events, none names the memory shortfall", len(evs.Items))
+		return fmt.Errorf("%d events, none names the memory shortfall and the nearest GPU", len(evs.Items))
 	})
 	pods, err := shared.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {

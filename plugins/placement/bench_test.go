@@ -99,7 +99,7 @@ func BenchmarkScan(b *testing.B) {
 		}{{"1GPU", pt.Req().GPUs(1, 20000, 25).Obj()}, {"4GPU", pt.Req().GPUs(4, 20000, 25).Obj()}} {
 			b.Run(fmt.Sprintf("%dnodes/%s", size, tc.name), func(b *testing.B) {
 				var f placement.Fitter
-				var agg placement.Aggregator
+				var closest placement.Closest
 				b.ReportAllocs()
 				for b.Loop() {
 					best, bestScore := -1, -1.0
@@ -107,7 +107,7 @@ func BenchmarkScan(b *testing.B) {
 						p, reasons := f.Fit(tc.req, n, nil)
 						if len(reasons) > 0 {
 							if best < 0 && i == len(nodes)-1 {
-								agg.Add(n.Name, reasons)
+								closest.Add(n.Name, reasons)
 							}
 							continue
 						}

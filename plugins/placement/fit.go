@@ -201,14 +201,14 @@ func (f *Fitter) place(ci int, u []usage, init bool) bool {
 // explain records why container c does not fit: a reason per GPU, then the
 // node-level summaries.
 func (f *Fitter) explain(c *Container, u []usage) {
-	var healthy, matching, fitting, nExcl, nShared, nFull int
+	var matching, usable, fitting, nExcl, nShared, nFull int
 	memBest, coreBest := -1, -1
 	for pos := range f.node.GPUs {
 		g := &f.node.GPUs[pos]
-		if g.Healthy {
-			healthy++
-			if f.req.admits(g) == CodeOK {
-				matching++
+		if f.req.admits(g) == CodeOK {
+			matching++
+			if g.Healthy {
+				usable++
 			}
 		}
 		code := f.check(pos, c, &u[pos])
@@ -241,13 +241,18 @@ func (f *Fitter) explain(c *Container, u []usage) {
 	}
 	n := c.Number
 	node := Reason{Container: c.Name, Count: n, Want: int64(n)}
+	// Too few GPUs pass the filters, healthy or not; else too few of those
+	// are healthy ("needs 2 GPUs, 2 match the filters but 1 is healthy").
 	switch {
-	case healthy < n:
-		node.Code, node.Have = CodeTooFewHealthy, int64(healthy)
+	case f.req.filtered() && matching < n:
+		node.Code, node.Have = CodeTooFewMatching, int64(matching)
 		f.reasons = append(f.reasons, node)
 		return
-	case matching < n:
-		node.Code, node.Have = CodeTooFewMatching, int64(matching)
+	case usable < n:
+		node.Code, node.Have = CodeTooFewHealthy, int64(usable)
+		if f.req.filtered() {
+			node.Match = int64(matching)
+		}
 		f.reasons = append(f.reasons, node)
 		return
 	}

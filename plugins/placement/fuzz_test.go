@@ -114,15 +114,20 @@ func FuzzFit(f *testing.F) {
 		before := node.Clone()
 		p, reasons := placement.Fit(req, node, gang)
 		if len(reasons) > 0 {
-			var agg placement.Aggregator
-			agg.Add(node.Name, reasons)
+			var closest placement.Closest
+			closest.Add(node.Name, reasons)
+			memoryOrCores := false
 			for _, r := range reasons {
-				if r.Error() == "" || r.Short() == "" {
-					t.Fatalf("empty reason text for %+v", r)
+				if r.Error() == "" || r.Short() == "" || strings.Contains(r.Error(), "reason code") {
+					t.Fatalf("empty or unrendered reason text for %+v", r)
 				}
+				if r.Short() != r.ShortKey().Short() {
+					t.Fatalf("Short differs from its key's: %q vs %q", r.Short(), r.ShortKey().Short())
+				}
+				memoryOrCores = memoryOrCores || (r.NodeLevel() && r.Best != "" && r.Want > 0)
 			}
-			if agg.String() == "" {
-				t.Fatalf("empty aggregate for %v", reasons)
+			if memoryOrCores != (closest.String() != "") {
+				t.Fatalf("closest %q for reasons %v", closest.String(), reasons)
 			}
 			return
 		}

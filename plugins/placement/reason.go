@@ -39,7 +39,7 @@ const (
 	CodeStale          // inventory heartbeat too old
 	CodeNoGPUs         // node publishes no GPUs
 	CodeTooManyGPUs    // Have: GPUs on node, more than MaxGPUs
-	CodeTooFewHealthy  // Want: GPUs asked, Have: healthy GPUs
+	CodeTooFewHealthy  // Want: GPUs asked, Have: healthy GPUs passing the filters, Match: those passing them
 	CodeTooFewMatching // Want: GPUs asked, Have: healthy GPUs passing the filters
 	CodeTooFewFit      // Want: GPUs asked, Have: GPUs with room
 	CodeTopology       // Want: GPUs asked; no set meets TopologyRequired
@@ -76,7 +76,8 @@ var codeErrs = [...]error{
 
 // Reason is one typed, human-readable cause of a failed Fit. Fit returns the
 // per-GPU reasons of the first container that did not fit, then the node-level
-// summaries (GPU == "") that Aggregator groups across nodes.
+// summaries (GPU == ""), whose Short text is the same on every node that fails
+// the same way; Closest picks the refusal nearest to fitting across nodes.
 type Reason struct {
 	Code      Code
 	Container string // container that did not fit ("" when about the node)
@@ -87,6 +88,7 @@ type Reason struct {
 	Count     int    // GPUs the container asks for (node-level reasons)
 	Percent   int    // memory asked as a percentage of each GPU, when it was
 	Best      string // node level: UUID of the GPU holding Have (most free memory/cores)
+	Match     int64  // CodeTooFewHealthy with filters: GPUs passing them, healthy or not
 	Detail    string // CodeInvalidRequest only
 }
 
@@ -101,22 +103,36 @@ func (r Reason) Unwrap() error {
 	return nil
 }
 
-// Error is the full message: "GPU-1a2b (A100-80GB): 3072 MiB free, task asks
-// 8192 MiB" or "no GPU with 8192 MiB free (largest free 6144 MiB on GPU-1a2b)".
+// Error is the full message: "GPU-1a2b (A100-80GB): 3072 MiB free, container
+// "train" asks 8192 MiB" or "container "train": no GPU with 8192 MiB free
+// (largest free 6144 MiB on GPU-1a2b)".
 func (r Reason) Error() string {
 	if !r.NodeLevel() {
 		return fmt.Sprintf("%s (%s): %s", r.GPU, r.Model, r.gpuText())
 	}
-	return r.nodeText(false)
+	return r.nodeText()
 }
 
 // Short is the node-level message without the per-node detail, identical on
 // every node that fails the same way: the key Volcano's FitErrors histogram and
 // kube-scheduler-style events group on.
 func (r Reason) Short() string {
-	s := r
-	s.Best, s.Have = "", -1
-	return s.nodeText(false)
+	return r.ShortKey().nodeText()
+}
+
+// ShortKey is r without its per-node detail: reasons with equal keys have
+// the same Short text.
+func (r Reason) ShortKey() Reason {
+	r.Best, r.Have, r.Match = "", -1, min(r.Match, 1)
+	return r
+}
+
+// asker names who asks: the container when known.
+func (r Reason) asker() string {
+	if r.Container == "" {
+		return "task"
+	}
+	return fmt.Sprintf("container %q", r.Container)
 }
 
 func (r Reason) gpuText() string {
@@ -135,25 +151,28 @@ func (r Reason) gpuText() string {
 		return fmt.Sprintf("shared by %s, an exclusive (100-core) task needs an idle GPU", plural(r.Have, "task"))
 	case CodeMemory:
 		if r.Percent > 0 {
-			return fmt.Sprintf("%d MiB free, task asks %d%% = %d MiB", r.Have, r.Percent, r.Want)
+			return fmt.Sprintf("%d MiB free, %s asks %d%% = %d MiB", r.Have, r.asker(), r.Percent, r.Want)
 		}
-		return fmt.Sprintf("%d MiB free, task asks %d MiB", r.Have, r.Want)
+		return fmt.Sprintf("%d MiB free, %s asks %d MiB", r.Have, r.asker(), r.Want)
 	case CodeCores:
 		if r.Want == 0 {
-			return "all cores booked, a 0-core task cannot join"
+			return fmt.Sprintf("all cores booked, %s asks 0 cores and cannot join", r.asker())
 		}
-		return fmt.Sprintf("%d%% cores free, task asks %d%%", r.Have, r.Want)
+		return fmt.Sprintf("%d%% cores free, %s asks %d%%", r.Have, r.asker(), r.Want)
 	}
-	return r.nodeText(false)
+	return r.nodeText()
 }
 
-// nodeText renders a node-level reason. Have < 0 means "no per-node detail";
-// atMost words counts as an upper bound over several nodes.
-func (r Reason) nodeText(atMost bool) string {
-	bound := ""
-	if atMost {
-		bound = "at most "
+// nodeText renders a node-level reason, naming the container it is about.
+// Have < 0 means "no per-node detail".
+func (r Reason) nodeText() string {
+	if r.Container == "" {
+		return r.nodeBody()
 	}
+	return fmt.Sprintf("container %q: %s", r.Container, r.nodeBody())
+}
+
+func (r Reason) nodeBody() string {
 	gpus := "no GPU"
 	if r.Count > 1 {
 		gpus = fmt.Sprintf("fewer than %d GPUs", r.Count)
@@ -168,11 +187,25 @@ func (r Reason) nodeText(atMost bool) string {
 	case CodeTooManyGPUs:
 		return fmt.Sprintf("more than %d GPUs, unsupported", MaxGPUs)
 	case CodeTooFewHealthy:
-		return "needs " + plural(r.Want, "GPU") + haveText(r.Have, bound, "healthy")
+		switch {
+		case r.Have < 0 && r.Match > 0:
+			return fmt.Sprintf("needs %s matching the type/UUID filters, has fewer", plural(r.Want, "healthy GPU"))
+		case r.Have < 0:
+			return fmt.Sprintf("needs %s, has fewer", plural(r.Want, "healthy GPU"))
+		case r.Match > 0:
+			return fmt.Sprintf("needs %s, %d match the type/UUID filters but %d of them healthy", plural(r.Want, "GPU"), r.Match, r.Have)
+		}
+		return fmt.Sprintf("needs %s, %d healthy", plural(r.Want, "GPU"), r.Have)
 	case CodeTooFewMatching:
-		return "needs " + plural(r.Want, "GPU") + haveText(r.Have, bound, "match the type/UUID filters")
+		if r.Have < 0 {
+			return fmt.Sprintf("needs %s matching the type/UUID filters, has fewer", plural(r.Want, "GPU"))
+		}
+		return fmt.Sprintf("needs %s, %d match the type/UUID filters", plural(r.Want, "GPU"), r.Have)
 	case CodeTooFewFit:
-		return "needs " + plural(r.Want, "GPU") + haveText(r.Have, bound, "have room")
+		if r.Have < 0 {
+			return fmt.Sprintf("needs %s with room, has fewer", plural(r.Want, "GPU"))
+		}
+		return fmt.Sprintf("needs %s, %d have room", plural(r.Want, "GPU"), r.Have)
 	case CodeTopology:
 		return fmt.Sprintf("no NVLink-connected set of %d GPUs with room", r.Want)
 	case CodeExclusiveHeld:
@@ -206,13 +239,6 @@ func plural(n int64, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
-}
-
-func haveText(have int64, bound, what string) string {
-	if have < 0 {
-		return ""
-	}
-	return fmt.Sprintf(", %s%d %s", bound, have, what)
 }
 
 func countText(n int64) string {

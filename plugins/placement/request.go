@@ -177,6 +177,11 @@ func (r *Request) validate() error {
 	return nil
 }
 
+// filtered: the request narrows the GPUs by model or UUID.
+func (r *Request) filtered() bool {
+	return len(r.TypeInclude)+len(r.TypeExclude)+len(r.UUIDInclude)+len(r.UUIDExclude) > 0
+}
+
 func (r *Request) policy() Policy {
 	if r.DevicePolicy == "" {
 		return Binpack

@@ -2,6 +2,7 @@ package vgpu
 
 import (
 	"strings"
+	"time"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -105,5 +106,47 @@ func TestDiscardForgetsThePlacement(t *testing.T) {
 		if g != (placement.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryMiB: g.MemoryMiB, Healthy: true, NUMA: g.NUMA, MaxShares: g.MaxShares}) {
 			t.Errorf("n1 still carries usage: %+v", g)
 		}
+	}
+}
+
+func TestPredicateSaysWhetherEvictionCanHelp(t *testing.T) {
+	// Preempt and reclaim skip nodes whose refusal is UnschedulableAndUnresolvable.
+	full := newPod("ns", "full").group("pgf").gpus(1, 81920, 100).on("busy", corev1.PodRunning).
+		assigned(t, api.DeviceShare{UUID: "GPU-busy-0", MemoryMiB: 81920, Cores: 100}).obj()
+	nodes := []*corev1.Node{
+		newGPUNode("busy", "A100-80GB", 1, 81920).obj(t),
+		newGPUNode("stale", "A100-80GB", 1, 81920).heartbeat(testNow.Add(-time.Hour)).obj(t),
+		newGPUNode("t4", "Tesla T4", 1, 15360).obj(t),
+		newGPUNode("bare", "A100-80GB", 1, 81920).noInventory().obj(t),
+	}
+	pod := newPod("ns", "p").group("pgp").gpus(1, 8192, 10).annotate(api.GPUTypeIncludeKey, "A100").obj()
+	h := newHandSession(t, nil, DefaultArgs(), nodes, []*corev1.Pod{full, pod})
+	tests := []struct {
+		node string
+		want int
+	}{
+		{node: "busy", want: schedapi.Unschedulable}, // held exclusively: evicting the holder frees it
+		{node: "stale", want: schedapi.UnschedulableAndUnresolvable},
+		{node: "t4", want: schedapi.UnschedulableAndUnresolvable}, // filtered out by model
+		{node: "bare", want: schedapi.UnschedulableAndUnresolvable},
+	}
+	for _, tc := range tests {
+		t.Run(tc.node, func(t *testing.T) {
+			err := h.plugin.predicate(h.tasks["p"], h.nodes[tc.node])
+			fe, ok := err.(*schedapi.FitError)
+			if !ok {
+				t.Fatalf("predicate = %v, want a FitError", err)
+			}
+			for _, st := range fe.Status {
+				if st.Code != tc.want {
+					t.Errorf("status %q: code %d, want %d", st.Reason, st.Code, tc.want)
+				}
+			}
+		})
+	}
+	bad := newPod("ns", "bad").group("pgb").gpus(1, 8192, 150).obj()
+	h = newHandSession(t, nil, DefaultArgs(), nodes, []*corev1.Pod{bad})
+	if err := h.plugin.prePredicate(h.tasks["bad"]); err == nil || !strings.Contains(err.Error(), "invalid vGPU request") {
+		t.Errorf("prePredicate of an invalid request = %v", err)
 	}
 }

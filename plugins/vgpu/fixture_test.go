@@ -201,6 +201,9 @@ type sessionCase struct {
 	args   map[string]any // vgpu plugin arguments
 	shared *Shared        // cross-session state; a fresh one if nil
 	check  func(t *testing.T, r *sessionRun)
+	// afterClose runs once the session has closed (every plugin's
+	// OnSessionClose and Volcano's job updater have run).
+	afterClose func(t *testing.T)
 }
 
 // sessionRun is what a check can inspect after the allocate action, before
@@ -227,7 +230,12 @@ func runSession(t *testing.T, tc sessionCase) {
 	}
 	tc.Queues = []*schedulingv1beta1.Queue{util.BuildQueue("q1", 1, nil)}
 	run.ssn = tc.RegisterSession(tiers(tc.args), nil)
-	defer tc.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			tc.Close()
+		}
+	}()
 	run.kube = run.ssn.KubeClient()
 	for _, p := range tc.Pods { // PreBind patches pods through the API
 		if _, err := run.kube.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
@@ -240,6 +248,11 @@ func runSession(t *testing.T, tc sessionCase) {
 	}
 	if tc.check != nil {
 		tc.check(t, run)
+	}
+	if tc.afterClose != nil {
+		tc.Close()
+		closed = true
+		tc.afterClose(t)
 	}
 }
 

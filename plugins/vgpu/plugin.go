@@ -77,6 +77,8 @@ type plugin struct {
 
 	textMu sync.RWMutex
 	texts  map[placement.Reason]string // reasonText's memo
+
+	closest sync.Map // schedapi.TaskID -> *closestOf: the refusal nearest to fitting
 }
 
 type requestResult struct {
@@ -120,6 +122,7 @@ func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 	p.fitters.New = func() any { return &placement.Fitter{} }
 	p.buildState(ssn.Nodes, start)
 
+	ssn.AddPrePredicateFn(p.Name(), p.prePredicate)
 	ssn.AddPredicateFn(p.Name(), p.predicate)
 	ssn.AddBatchNodeOrderFn(p.Name(), p.batchNodeOrder)
 	ssn.AddEventHandler(&framework.EventHandler{AllocateFunc: p.allocate, DeallocateFunc: p.deallocate})
@@ -129,6 +132,10 @@ func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 }
 
 func (p *plugin) OnSessionClose(ssn *framework.Session) {
+	if p.ssn != nil {
+		p.explainRefusals(ssn)
+	}
+	p.closest.Clear()
 	p.shared.cache.sweep()
 	p.shared.Inflight.Expire()
 	p.nodes, p.booked, p.evicted, p.requests, p.texts, p.ssn = nil, nil, nil, nil, nil, nil

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"k8s.io/klog/v2"
 	schedapi "volcano.sh/volcano/pkg/scheduler/api"
@@ -15,11 +16,14 @@ import (
 
 // unschedulable wraps reasons the way Volcano aggregates them over nodes:
 // identical texts are counted ("3 node(s) no GPU with 8192 MiB free"), so
-// node-specific numbers stay out of them (they are logged at V(5)).
-func unschedulable(task *schedapi.TaskInfo, node *schedapi.NodeInfo, reasons ...string) error {
+// node-specific numbers stay out of them (the closest refusal is named once,
+// at session close; the rest is logged at V(5)). code says whether evicting
+// pods could help (Unschedulable) or not (UnschedulableAndUnresolvable), so
+// preempt and reclaim skip nodes where no victim would make room.
+func unschedulable(task *schedapi.TaskInfo, node *schedapi.NodeInfo, code int, reasons ...string) error {
 	sts := make([]*schedapi.Status, len(reasons))
 	for i, r := range reasons {
-		sts[i] = &schedapi.Status{Code: schedapi.Unschedulable, Reason: r, Plugin: PluginName}
+		sts[i] = &schedapi.Status{Code: code, Reason: r, Plugin: PluginName}
 	}
 	return schedapi.NewFitErrWithStatus(task, node, sts...)
 }
@@ -28,7 +32,16 @@ func (p *plugin) refuseAll(task *schedapi.TaskInfo, node *schedapi.NodeInfo) err
 	if req, _ := requestOf(task.Pod, &p.args); req == nil {
 		return nil
 	}
-	return unschedulable(task, node, "vgpu plugin arguments are invalid (see the scheduler log)")
+	return unschedulable(task, node, schedapi.UnschedulableAndUnresolvable, "vgpu plugin arguments are invalid (see the scheduler log)")
+}
+
+// prePredicate refuses a malformed vGPU request once per task, before any
+// node is tried.
+func (p *plugin) prePredicate(task *schedapi.TaskInfo) error {
+	if _, err := p.request(task); err != nil {
+		return fmt.Errorf("invalid vGPU request: %w", err)
+	}
+	return nil
 }
 
 // predicate: the node has GPUs that fit every container of the task. Volcano
@@ -36,7 +49,7 @@ func (p *plugin) refuseAll(task *schedapi.TaskInfo, node *schedapi.NodeInfo) err
 func (p *plugin) predicate(task *schedapi.TaskInfo, node *schedapi.NodeInfo) error {
 	req, err := p.request(task)
 	if err != nil {
-		return unschedulable(task, node, "invalid vGPU request: "+err.Error())
+		return unschedulable(task, node, schedapi.UnschedulableAndUnresolvable, "invalid vGPU request: "+err.Error())
 	}
 	if req == nil {
 		return nil
@@ -44,40 +57,128 @@ func (p *plugin) predicate(task *schedapi.TaskInfo, node *schedapi.NodeInfo) err
 	n, ok := p.nodes[node.Name]
 	if !ok {
 		if err := p.nodeErr[node.Name]; err != nil {
-			return unschedulable(task, node, "node GPU inventory is malformed (check the vgpu-device-plugin on it)")
+			return unschedulable(task, node, schedapi.UnschedulableAndUnresolvable, "node GPU inventory is malformed (check the vgpu-device-plugin on it)")
 		}
-		return unschedulable(task, node, "node has no vGPU inventory (no vgpu-device-plugin)")
+		return unschedulable(task, node, schedapi.UnschedulableAndUnresolvable, "node has no vGPU inventory (no vgpu-device-plugin)")
 	}
 	f := p.fitter()
 	defer p.fitters.Put(f)
 	if _, reasons := f.Fit(req, n, nil); len(reasons) > 0 {
-		// Only the node-level summaries go to Volcano (rendering the per-GPU
-		// reasons too was most of the cost of a refusal).
-		texts := make([]string, 0, 4)
-		for _, r := range reasons {
-			if !r.NodeLevel() {
-				continue
-			}
-			if s := p.reasonText(r); !slices.Contains(texts, s) {
-				texts = append(texts, s)
-			}
-		}
-		if len(texts) == 0 {
-			texts = append(texts, reasons[0].Short())
-		}
-		if klogV := klog.V(5); klogV.Enabled() {
-			klogV.InfoS("Task does not fit node", "pod", klog.KObj(task.Pod), "node", node.Name, "reasons", fmt.Sprint(reasons))
-		}
-		return unschedulable(task, node, texts...)
+		return p.refuse(task, node, reasons)
 	}
 	return nil
 }
 
+// refuse renders a failed Fit for Volcano: only the node-level summaries
+// (rendering the per-GPU reasons too was most of the cost of a refusal), and
+// remembers the refusal nearest to fitting for the task's message.
+func (p *plugin) refuse(task *schedapi.TaskInfo, node *schedapi.NodeInfo, reasons []placement.Reason) error {
+	texts := make([]string, 0, 4)
+	code := schedapi.UnschedulableAndUnresolvable
+	for _, r := range reasons {
+		if !r.NodeLevel() {
+			continue
+		}
+		if s := p.reasonText(r); !slices.Contains(texts, s) {
+			texts = append(texts, s)
+		}
+		if evictionMayHelp(r.Code) {
+			code = schedapi.Unschedulable
+		}
+	}
+	if len(texts) == 0 {
+		texts = append(texts, reasons[0].Short())
+		code = schedapi.Unschedulable
+	}
+	if v, ok := p.closest.Load(task.UID); ok {
+		v.(*closestOf).add(node.Name, reasons)
+	} else {
+		c := &closestOf{}
+		c.add(node.Name, reasons)
+		if v, loaded := p.closest.LoadOrStore(task.UID, c); loaded {
+			v.(*closestOf).add(node.Name, reasons)
+		}
+	}
+	if klogV := klog.V(5); klogV.Enabled() {
+		klogV.InfoS("Task does not fit node", "pod", klog.KObj(task.Pod), "node", node.Name, "reasons", fmt.Sprint(reasons))
+	}
+	return unschedulable(task, node, code, texts...)
+}
+
+// evictionMayHelp: a node refused for this reason could take the task once
+// other pods leave it. Stale or missing inventory, too few healthy or
+// matching GPUs and invalid requests stay whatever is evicted.
+func evictionMayHelp(c placement.Code) bool {
+	switch c {
+	case placement.CodeTooFewFit, placement.CodeTopology, placement.CodeExclusiveHeld, placement.CodeSharesFull,
+		placement.CodeShared, placement.CodeMemory, placement.CodeCores:
+		return true
+	}
+	return false
+}
+
+// closestOf is one task's nearest refusal, shared by concurrent predicates.
+type closestOf struct {
+	mu sync.Mutex
+	c  placement.Closest
+}
+
+func (c *closestOf) add(node string, reasons []placement.Reason) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.c.Add(node, reasons)
+}
+
+func (c *closestOf) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.c.String()
+}
+
+// explainRefusals names, in the message Volcano writes on each pending pod
+// (condition and event) and on its PodGroup, the node and GPU that came
+// nearest to fitting with the numbers: "0/5 nodes are unavailable; nearest:
+// a100-0 GPU-1a2b (A100-80GB): 6144 MiB free, container "train" asks 8192
+// MiB: 3 …". Volcano renders those messages after every plugin has closed,
+// except gang's PodGroup condition, which may already hold the old text.
+func (p *plugin) explainRefusals(ssn *framework.Session) {
+	for _, job := range ssn.Jobs {
+		for uid, fe := range job.NodesFitErrors {
+			v, ok := p.closest.Load(uid)
+			if !ok || fe == nil {
+				continue
+			}
+			nearest := v.(*closestOf).String()
+			if nearest == "" {
+				continue
+			}
+			before := fe.Error()
+			head := before
+			if i := strings.Index(before, ": "); i >= 0 {
+				head = before[:i]
+			}
+			if strings.Contains(head, "; nearest: ") {
+				continue
+			}
+			fe.SetError(head + "; nearest: " + nearest)
+			after := fe.Error()
+			if job.PodGroup == nil {
+				continue
+			}
+			for i := range job.PodGroup.Status.Conditions {
+				c := &job.PodGroup.Status.Conditions[i]
+				if c.TransitionID == string(ssn.UID) {
+					c.Message = strings.Replace(c.Message, before, after, 1)
+				}
+			}
+		}
+	}
+}
+
 // reasonText is r.Short(), rendered once per session for each distinct
-// reason: a busy cluster refuses most nodes for the same few reasons. Short
-// ignores Have and Best (the per-node detail), so they are left out of the key.
+// reason: a busy cluster refuses most nodes for the same few reasons.
 func (p *plugin) reasonText(r placement.Reason) string {
-	r.Have, r.Best = 0, ""
+	r = r.ShortKey()
 	p.textMu.RLock()
 	s, ok := p.texts[r]
 	p.textMu.RUnlock()

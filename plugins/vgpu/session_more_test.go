@@ -162,22 +162,26 @@ func TestSessionGPUFilters(t *testing.T) {
 
 func TestSessionImpossibleRequest(t *testing.T) {
 	tests := []struct {
-		name string
-		pod  *podBuilder
-		want string // in Volcano's recorded fit error
+		name        string
+		pod         *podBuilder
+		want        string // in Volcano's recorded fit error
+		wantNearest string // in it once the session closed, and in the PodGroup's condition
 	}{
 		{name: "more memory than any GPU has", pod: newPod("ns", "p").group("pg").gpus(1, 204800, 10),
-			want: "1 no GPU with 204800 MiB free"}, // 200 GiB on 80 GiB GPUs
+			want:        `1 container "main": no GPU with 204800 MiB free`, // 200 GiB on 80 GiB GPUs
+			wantNearest: `0/1 nodes are unavailable; nearest: n1 GPU-n1-0 (A100-80GB): 81920 MiB free, container "main" asks 204800 MiB: 1 container "main": no GPU with 204800 MiB free.`},
 		{name: "more GPUs than the node has", pod: newPod("ns", "p").group("pg").gpus(8, 1024, 10),
-			want: "1 needs 8 GPUs."},
+			want: `1 container "main": needs 8 healthy GPUs, has fewer.`},
 		{name: "malformed annotation", pod: newPod("ns", "p").group("pg").gpus(1, 1024, 10).annotate(api.TopologyKey, "nvlink"),
-			want: "invalid vGPU request: " + api.TopologyKey + ": expected one of prefer, required, none"},
+			want: "1 invalid vGPU request: " + api.TopologyKey + ": expected one of prefer, required, none"},
 		{name: "unknown annotation", pod: newPod("ns", "p").group("pg").gpus(1, 1024, 10).annotate(api.Prefix+"gpu-type", "A100"),
-			want: "invalid vGPU request: " + api.Prefix + "gpu-type"},
+			want: "1 invalid vGPU request: " + api.Prefix + "gpu-type"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := tc.pod.obj()
+			var fe *schedapi.FitErrors
+			var job *schedapi.JobInfo
 			runSession(t, sessionCase{
 				TestCommonStruct: uthelper.TestCommonStruct{
 					Name:  tc.name,
@@ -192,6 +196,27 @@ func TestSessionImpossibleRequest(t *testing.T) {
 					msg := fitError(t, r.ssn, pod)
 					if !strings.Contains(msg, tc.want) {
 						t.Errorf("fit error %q lacks %q", msg, tc.want)
+					}
+					job = r.ssn.Jobs[schedapi.JobID("ns/pg")]
+					fe = job.NodesFitErrors[schedapi.TaskID(pod.UID)]
+				},
+				afterClose: func(t *testing.T) {
+					msg := fe.Error()
+					if tc.wantNearest == "" {
+						if strings.Contains(msg, "nearest") {
+							t.Errorf("fit error %q names a nearest GPU for a refusal no eviction or GPU comes near", msg)
+						}
+						return
+					}
+					if msg != tc.wantNearest {
+						t.Errorf("fit error after close:\n got %q\nwant %q", msg, tc.wantNearest)
+					}
+					var cond string
+					for _, c := range job.PodGroup.Status.Conditions {
+						cond += c.Message
+					}
+					if !strings.Contains(cond, tc.wantNearest) {
+						t.Errorf("PodGroup conditions %q lack %q", cond, tc.wantNearest)
 					}
 				},
 			})
