@@ -130,7 +130,12 @@ int child_mem_hold(int argc, char **argv)
 	CUdeviceptr p;
 	t_ctx(0);
 	CCHECK(cuMemAlloc_v2(&p, strtoull(argv[0], NULL, 10) * MiB) == CUDA_SUCCESS, "hold alloc");
-	printf("held\n");
+	/* The pid as the host sees it, also from inside a new pid namespace:
+	 * /proc is still the host's, and /proc/self resolves in its namespace. */
+	char self[32] = "";
+	ssize_t n = readlink("/proc/self", self, sizeof(self) - 1);
+	self[n > 0 ? n : 0] = '\0';
+	printf("held %s\n", self);
 	fflush(stdout);
 	for (;;)
 		pause();
@@ -286,9 +291,17 @@ void test_mem_restart_new_pid_namespace(void)
 	ssize_t n = read(fd, buf, sizeof(buf) - 1);
 	buf[n > 0 ? n : 0] = '\0';
 	CHECK(pid > 0 && strstr(buf, "held"), "holder in a new pid namespace did not start: %s", buf);
-	kill(pid, SIGKILL); /* --kill-child: the instance inside dies with it */
+	long inner = atol(buf + strlen("held"));
+	CHECK(inner > 0, "holder did not say its host pid: %s", buf);
+	kill(pid, SIGKILL); /* --kill-child: the instance inside dies with it, */
 	t_wait(pid);
 	close(fd);
+	/* but after unshare: until it is gone it rightly still holds its memory. */
+	char proc[64];
+	snprintf(proc, sizeof(proc), "/proc/%ld", inner);
+	for (int i = 0; i < 1000 && access(proc, F_OK) == 0; i++)
+		usleep(10 * 1000);
+	CHECK(access(proc, F_OK) != 0, "the holder (host pid %ld) outlived unshare by 10 s", inner);
 	const char *check_args[] = { "/usr/bin/unshare", "-p", "-f", "--kill-child", t_self(),
 				     "child", "mem_check", "-1", "120", NULL };
 	CHECK(t_run(b.env, check_args, out, sizeof(out)) == 0,
