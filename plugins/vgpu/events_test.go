@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	schedapi "volcano.sh/volcano/pkg/scheduler/api"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
@@ -148,5 +149,25 @@ func TestPredicateSaysWhetherEvictionCanHelp(t *testing.T) {
 	h = newHandSession(t, nil, DefaultArgs(), nodes, []*corev1.Pod{bad})
 	if err := h.plugin.prePredicate(h.tasks["bad"]); err == nil || !strings.Contains(err.Error(), "invalid vGPU request") {
 		t.Errorf("prePredicate of an invalid request = %v", err)
+	}
+}
+
+func TestEvictedPodKeepsItsGPUsUntilItIsGone(t *testing.T) {
+	// A victim of preemption is being deleted (Releasing) but still runs on
+	// its GPU: a later session must not hand that GPU to the preemptor yet.
+	victim := newPod("ns", "victim").group("pgv").gpus(1, 81920, 100).on("n1", corev1.PodRunning).
+		assigned(t, api.DeviceShare{UUID: "GPU-n1-0", MemoryMiB: 81920, Cores: 100}).obj()
+	now := metav1.NewTime(testNow)
+	victim.DeletionTimestamp = &now
+	preemptor := gpuPod("ns", "p", "pgp", 1, 81920, 100)
+	node := newGPUNode("n1", "A100-80GB", 1, 81920).obj(t)
+	h := newHandSession(t, nil, DefaultArgs(), []*corev1.Node{node}, []*corev1.Pod{victim, preemptor})
+	if err := h.plugin.predicate(h.tasks["p"], h.nodes["n1"]); err == nil {
+		t.Fatal("the preemptor fits the GPU its victim still holds")
+	}
+	victim.Status.Phase = corev1.PodFailed // gone: its GPU is free
+	h = newHandSession(t, nil, DefaultArgs(), []*corev1.Node{node}, []*corev1.Pod{victim, preemptor})
+	if err := h.plugin.predicate(h.tasks["p"], h.nodes["n1"]); err != nil {
+		t.Fatalf("the preemptor does not fit the GPU its victim left: %v", err)
 	}
 }

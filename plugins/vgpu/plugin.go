@@ -126,6 +126,7 @@ func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 	ssn.AddPredicateFn(p.Name(), p.predicate)
 	ssn.AddBatchNodeOrderFn(p.Name(), p.batchNodeOrder)
 	ssn.AddEventHandler(&framework.EventHandler{AllocateFunc: p.allocate, DeallocateFunc: p.deallocate})
+	p.registerSimulation(ssn)
 	ssn.RegisterBinder(p.Name(), p)
 	klog.V(4).InfoS("vgpu session open", "gpuNodes", len(p.nodes), "booked", len(p.booked),
 		"inflight", p.shared.Inflight.Len(), "took", p.shared.Now().Sub(start))
