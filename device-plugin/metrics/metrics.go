@@ -39,6 +39,7 @@ const (
 	ReasonNoMatch    = "no_match"
 	ReasonAmbiguous  = "ambiguous"
 	ReasonInternal   = "internal"
+	ReasonUnverified = "unverified" // kubelet's PodResources did not answer
 )
 
 // Metrics holds the counters the plugin updates.

@@ -19,17 +19,39 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/podresources"
 )
 
-// known asks kubelet which pods it lists; nil when it cannot be asked.
-func (p *Plugin) known(ctx context.Context) (match.Known, podresources.Snapshot) {
+// ErrUnverified: kubelet's PodResources API did not answer, so the plugin
+// cannot tell which pod an Allocate is for. It refuses rather than guess from
+// the assignments alone: a wrong guess hands one pod's GPUs to another and
+// both are lost when PreStart finds out.
+var ErrUnverified = errors.New("cannot verify the pod")
+
+// known asks kubelet which pods it lists.
+func (p *Plugin) known(ctx context.Context) (match.Known, podresources.Snapshot, error) {
 	if p.opts.PodResources == nil {
-		return nil, podresources.Snapshot{}
+		return nil, podresources.Snapshot{}, fmt.Errorf("%w: the kubelet PodResources socket is not configured (kubelet.podResourcesSocket)", ErrUnverified)
 	}
 	snap, err := p.opts.PodResources.List(ctx)
 	if err != nil {
-		klog.FromContext(ctx).Error(err, "Kubelet PodResources unavailable; matching on assignments alone")
-		return nil, podresources.Snapshot{}
+		return nil, podresources.Snapshot{}, fmt.Errorf("%w: kubelet's PodResources API did not answer (%v); check that kubelet serves it "+
+			"and that its socket is mounted into the device plugin (kubelet.podResourcesSocket)", ErrUnverified, err)
 	}
-	return snap.Known, snap
+	return snap.Known, snap, nil
+}
+
+// knownBy is known, asked again until deadline while kubelet does not
+// answer (it may be restarting).
+func (p *Plugin) knownBy(ctx context.Context, deadline time.Time) (match.Known, podresources.Snapshot, error) {
+	known, snap, err := p.known(ctx)
+	for err != nil && p.opts.PodResources != nil && time.Now().Before(deadline) {
+		klog.FromContext(ctx).V(2).Info("Kubelet PodResources unavailable; asking again", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, podresources.Snapshot{}, fmt.Errorf("%w (gave up: %v)", err, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+		known, snap, err = p.known(ctx)
+	}
+	return known, snap, err
 }
 
 // lagging returns a pod kubelet lists that the plugin's cache does not hold
@@ -52,14 +74,21 @@ func (p *Plugin) lagging(snap podresources.Snapshot) string {
 
 // Allocate implements dpserver.Service for one container. When nothing
 // matches and the pod may not have reached the plugin's cache yet (kubelet
-// lists a pod the cache lacks, or kubelet cannot be asked), it waits up to
-// allocate.assignmentWait for the cache and tries again.
+// lists a pod the cache lacks), it waits up to allocate.assignmentWait for
+// the cache and tries again. When kubelet's PodResources API does not answer
+// (kubelet restarting) it asks again until the same deadline, then refuses:
+// it never matches on assignments alone.
 func (p *Plugin) Allocate(ctx context.Context, ids []string) (*pluginapi.ContainerAllocateResponse, error) {
 	logger := klog.FromContext(ctx)
 	start := time.Now()
 	defer func() { p.metrics.AllocateDuration.Observe(time.Since(start).Seconds()) }()
 	deadline := time.Now().Add(p.opts.Config.Allocate.AssignmentWait.Duration)
-	known, snap := p.known(ctx)
+	known, snap, err := p.knownBy(ctx, deadline)
+	if err != nil {
+		p.metrics.AllocationFailures.WithLabelValues(metrics.ReasonUnverified).Inc()
+		logger.Error(err, "Allocate refused", "ids", ids)
+		return nil, err
+	}
 	for {
 		p.mu.Lock()
 		waitOn := p.podChanged
@@ -72,11 +101,8 @@ func (p *Plugin) Allocate(ctx context.Context, ids []string) (*pluginapi.Contain
 			}
 			return resp, nil
 		}
-		lag := ""
-		if known != nil {
-			lag = p.lagging(snap)
-		}
-		if !errors.Is(err, match.ErrNoMatch) || (known != nil && lag == "") || !time.Now().Before(deadline) {
+		lag := p.lagging(snap)
+		if !errors.Is(err, match.ErrNoMatch) || lag == "" || !time.Now().Before(deadline) {
 			p.metrics.AllocationFailures.WithLabelValues(reason(err)).Inc()
 			logger.Error(err, "Allocate refused", "ids", ids)
 			return nil, err
@@ -209,16 +235,22 @@ func uuidsOf(devs []api.DeviceShare) []string {
 
 // Preferred implements dpserver.Service.
 func (p *Plugin) Preferred(ctx context.Context, r *pluginapi.ContainerPreferredAllocationRequest) ([]string, error) {
-	known, snap := p.known(ctx)
+	wait := p.opts.Config.Allocate.AssignmentWait.Duration
+	known, snap, err := p.knownBy(ctx, time.Now().Add(wait))
+	if err != nil {
+		// Only a hint: kubelet chooses, and Allocate refuses what it cannot verify.
+		klog.FromContext(ctx).Error(err, "No preferred allocation")
+		return r.GetMustIncludeDeviceIDs(), nil
+	}
 	req := match.PreferredRequest{Available: r.GetAvailableDeviceIDs(), MustInclude: r.GetMustIncludeDeviceIDs(), Size: int(r.GetAllocationSize())}
-	deadline := time.After(p.opts.Config.Allocate.AssignmentWait.Duration)
+	deadline := time.After(wait)
 	var ids []string
 	for {
 		p.mu.Lock()
 		waitOn := p.podChanged
 		ids = match.Preferred(req, p.matchPods, p.ledger, known)
 		p.mu.Unlock()
-		if ids != nil || known == nil || p.lagging(snap) == "" {
+		if ids != nil || p.lagging(snap) == "" {
 			break
 		}
 		select { // the pod kubelet is admitting may not be cached yet

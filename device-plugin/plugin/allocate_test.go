@@ -268,3 +268,34 @@ func TestAllocateDoesNotWaitForTerminatingPods(t *testing.T) {
 		t.Errorf("Allocate waited %v for a pod that is only terminating", waited)
 	}
 }
+
+func TestAllocateRefusesWhatKubeletCannotConfirm(t *testing.T) {
+	// One pod's assignment matches the IDs, but kubelet's PodResources does
+	// not answer: Allocate must refuse (naming why and the setting), never
+	// serve the match on assignments alone; once kubelet answers again within
+	// the wait, it serves.
+	e := newEnv(t)
+	e.add(t, pod("p1").app("main", share(0)).obj(t, e))
+	e.kubelet.set("p1", map[string][]string{"main": nil})
+	e.kubelet.err = errors.New("connection refused")
+	_, err := e.p.Allocate(context.Background(), []string{e.id(0, 0)})
+	if !errors.Is(err, ErrUnverified) || !strings.Contains(err.Error(), "connection refused") ||
+		!strings.Contains(err.Error(), "kubelet.podResourcesSocket") {
+		t.Fatalf("Allocate without kubelet: err = %v, want ErrUnverified naming the cause and the setting", err)
+	}
+	if ids, err := e.p.Preferred(context.Background(), &pluginapi.ContainerPreferredAllocationRequest{
+		AvailableDeviceIDs: []string{e.id(0, 0), e.id(1, 0)}, AllocationSize: 1}); err != nil || len(ids) != 0 {
+		t.Errorf("Preferred without kubelet = %v, %v; want no preference", ids, err)
+	}
+
+	e.p.opts.Config.Allocate.AssignmentWait.Duration = 5 * time.Second
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		e.kubelet.mu.Lock()
+		e.kubelet.err = nil // kubelet is back
+		e.kubelet.mu.Unlock()
+	}()
+	if _, err := e.p.Allocate(context.Background(), []string{e.id(0, 0)}); err != nil {
+		t.Fatalf("Allocate once kubelet answers again: %v", err)
+	}
+}

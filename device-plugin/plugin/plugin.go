@@ -38,8 +38,8 @@ type Options struct {
 	Config config.Config
 	// MaxShares overrides Config.MaxShares (simulated nodes carry their own).
 	MaxShares int
-	// PodResources is kubelet's PodResources API; nil disables the checks
-	// that need it (ambiguous Allocates are then refused, PreStart fails).
+	// PodResources is kubelet's PodResources API. Allocate and PreStart
+	// refuse what it cannot confirm (nil: every Allocate and PreStart).
 	PodResources podresources.Lister
 	Limiter      LimiterEncoder
 	Clock        clock.WithTicker

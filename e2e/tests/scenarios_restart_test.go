@@ -213,11 +213,11 @@ func replaceCrashRejected(t *testing.T, ctx context.Context, ns string, specs []
 			case transportError(rec.Error):
 				rejected = append(rejected, p)
 			case strings.Contains(rec.Error, "no pod matches the device request"):
-				// Known race, left for a follow-up: while the kubelet emulator
-				// restarts, the plugin's PodResources lookup fails, so its
-				// GetPreferredAllocation leaves the choice to kubelet, which
-				// may pick IDs on another GPU; Allocate then refuses, as it
-				// must (it never guesses). Kubelet fails the pod and its
+				// While the kubelet emulator restarts, the plugin's PodResources
+				// lookup may fail past allocate.assignmentWait: its
+				// GetPreferredAllocation then leaves the choice to kubelet,
+				// which may pick IDs on another GPU, and Allocate refuses, as
+				// it must (it never guesses). Kubelet fails the pod and its
 				// controller replaces it, as for a transport error.
 				t.Logf("%s was refused after kubelet picked IDs on another GPU during a restart: %s", p.Name, rec.Error)
 				rejected = append(rejected, p)
