@@ -68,11 +68,11 @@ func ParsePodOptions(annotations map[string]string) (PodOptions, error) {
 		case GPUUUIDExcludeKey:
 			o.UUIDExclude, err = parseList(k, v, true)
 		case TopologyKey:
-			o.Topology, err = parseEnum(k, v, TopologyPrefer, TopologyRequired, TopologyNone)
+			o.Topology, err = ParseTopology(k, v)
 		case DevicePolicyKey:
-			o.DevicePolicy, err = parseEnum(k, v, PolicyBinpack, PolicySpread)
+			o.DevicePolicy, err = ParsePolicy(k, v)
 		case NodePolicyKey:
-			o.NodePolicy, err = parseEnum(k, v, PolicyBinpack, PolicySpread)
+			o.NodePolicy, err = ParsePolicy(k, v)
 		case ComputePolicyKey:
 			o.ComputePolicy, err = ParseComputePolicy(k, v)
 		default:
@@ -122,6 +122,16 @@ func (o *PodOptions) deviceShareTypes(annotations map[string]string) error {
 	return nil
 }
 
+// ParsePolicy reads a binpack/spread policy value found under key.
+func ParsePolicy(key, v string) (Policy, error) {
+	return parseEnum(key, v, PolicyBinpack, PolicySpread)
+}
+
+// ParseTopology reads a topology mode value found under key.
+func ParseTopology(key, v string) (Topology, error) {
+	return parseEnum(key, v, TopologyPrefer, TopologyRequired, TopologyNone)
+}
+
 // ParseComputePolicy reads a compute policy value found under key.
 func ParseComputePolicy(key, v string) (ComputePolicy, error) {
 	return parseEnum(key, v, ComputeFixed, ComputeBalance, ComputeNone)
@@ -132,9 +142,10 @@ func podKeys() []string {
 		TopologyKey, DevicePolicyKey, NodePolicyKey, ComputePolicyKey}
 }
 
+// parseEnum matches v against allowed, ignoring case and surrounding space.
 func parseEnum[T ~string](key, v string, allowed ...T) (T, error) {
 	for _, a := range allowed {
-		if string(a) == strings.TrimSpace(v) {
+		if strings.EqualFold(string(a), strings.TrimSpace(v)) {
 			return a, nil
 		}
 	}

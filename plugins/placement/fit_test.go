@@ -297,21 +297,3 @@ func TestFitInvalidRequest(t *testing.T) {
 		t.Errorf("codes (-want +got):\n%s", diff)
 	}
 }
-
-func TestParse(t *testing.T) {
-	if p, err := placement.ParsePolicy(" Spread"); err != nil || p != placement.Spread {
-		t.Errorf("ParsePolicy(Spread) = %q, %v", p, err)
-	}
-	if _, err := placement.ParsePolicy("first-fit"); !errors.Is(err, placement.ErrUnknownPolicy) {
-		t.Errorf("ParsePolicy(first-fit) error = %v", err)
-	}
-	if diff := cmp.Diff([]string{"binpack", "spread"}, placement.Policies()); diff != "" {
-		t.Errorf("Policies (-want +got):\n%s", diff)
-	}
-	if m, err := placement.ParseTopology("REQUIRED"); err != nil || m != placement.TopologyRequired {
-		t.Errorf("ParseTopology(REQUIRED) = %q, %v", m, err)
-	}
-	if _, err := placement.ParseTopology("strict"); !errors.Is(err, placement.ErrUnknownTopology) {
-		t.Errorf("ParseTopology(strict) error = %v", err)
-	}
-}

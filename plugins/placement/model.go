@@ -10,22 +10,24 @@ import (
 const MaxGPUs = 64
 
 // PCIeLevel is how far apart two GPUs are on the PCIe fabric: the level of their
-// closest common ancestor as NVML reports it. Lower is closer. PCIeUnknown (the
-// zero value, e.g. no link matrix published) ranks worse than every known level.
+// closest common ancestor as NVML reports it, named as api.PCIeLevel names it.
+// Lower is closer. The core adds PCIeUnknown (the zero value, e.g. no link
+// matrix published), which ranks worse than every known level; the adapter's
+// conversion (plugins/vgpu/convert.go) maps the wire levels onto these.
 type PCIeLevel uint8
 
 // PCIe levels, closest first. The NVML names are in the comments.
 const (
-	PCIeUnknown      PCIeLevel = iota
-	PCIeSameBoard              // INTERNAL: both GPUs on one board
-	PCIeSingleSwitch           // SINGLE: one PCIe switch between them
-	PCIeMultiSwitch            // MULTIPLE: several switches, no host bridge
-	PCIeHostBridge             // HOSTBRIDGE: one CPU host bridge
-	PCIeSameNUMA               // NODE: host bridges within one NUMA node
-	PCIeCrossNUMA              // SYSTEM: across the CPU interconnect
+	PCIeUnknown    PCIeLevel = iota
+	PCIeInternal             // INTERNAL: both GPUs on one board
+	PCIeSingle               // SINGLE: one PCIe switch between them
+	PCIeMultiple             // MULTIPLE: several switches, no host bridge
+	PCIeHostBridge           // HOSTBRIDGE: one CPU host bridge
+	PCIeNode                 // NODE: host bridges within one NUMA node
+	PCIeSystem               // SYSTEM: across the CPU interconnect
 )
 
-var pcieNames = [...]string{"unknown", "same-board", "single-switch", "multi-switch", "host-bridge", "same-numa", "cross-numa"}
+var pcieNames = [...]string{"unknown", "internal", "single", "multiple", "hostbridge", "node", "system"}
 
 func (l PCIeLevel) String() string {
 	if int(l) < len(pcieNames) {
@@ -36,8 +38,8 @@ func (l PCIeLevel) String() string {
 
 // cost orders levels for comparison: lower is better, unknown is worst.
 func (l PCIeLevel) cost() int64 {
-	if l == PCIeUnknown || l > PCIeCrossNUMA {
-		return int64(PCIeCrossNUMA) + 1
+	if l == PCIeUnknown || l > PCIeSystem {
+		return int64(PCIeSystem) + 1
 	}
 	return int64(l)
 }
@@ -165,7 +167,7 @@ func (n *Node) link(i, j int) Link {
 		return n.Links.At(i, j)
 	}
 	if n.GPUs[i].NUMA == n.GPUs[j].NUMA {
-		return Link{PCIe: PCIeSameNUMA}
+		return Link{PCIe: PCIeNode}
 	}
-	return Link{PCIe: PCIeCrossNUMA}
+	return Link{PCIe: PCIeSystem}
 }

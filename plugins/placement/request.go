@@ -2,65 +2,40 @@ package placement
 
 import (
 	"fmt"
-	"sort"
 	"strings"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
 )
 
-// Policy is a binpack/spread strategy, for GPUs within a node (Request.DevicePolicy)
-// and for nodes (ScoreNode).
-type Policy string
+// Policy is a binpack/spread strategy, for GPUs within a node
+// (Request.DevicePolicy) and for nodes (ScoreNode). It is api.Policy: one
+// vocabulary from the annotation and the plugin arguments to the core.
+// Implementations live in the scorer tables (score.go).
+type Policy = api.Policy
 
-// Policies. Their implementations live in the scorer tables (score.go); names
-// are validated against those tables' keys.
+// Policies.
 const (
-	Binpack Policy = "binpack" // fill the fullest GPU/node that fits
-	Spread  Policy = "spread"  // prefer the emptiest GPU/node
+	Binpack = api.PolicyBinpack // fill the fullest GPU/node that fits
+	Spread  = api.PolicySpread  // prefer the emptiest GPU/node
 )
 
-// ParsePolicy validates a configured or annotated policy name.
-func ParsePolicy(s string) (Policy, error) {
-	p := Policy(strings.ToLower(strings.TrimSpace(s)))
-	if _, ok := nodeScorers[p]; !ok {
-		return "", fmt.Errorf("%w %q: want one of %s", ErrUnknownPolicy, s, strings.Join(Policies(), ", "))
-	}
-	return p, nil
-}
-
-// Policies lists the valid policy names, sorted.
-func Policies() []string {
-	names := make([]string, 0, len(nodeScorers))
-	for p := range nodeScorers {
-		names = append(names, string(p))
-	}
-	sort.Strings(names)
-	return names
-}
-
-// TopologyMode says how much multi-GPU containers care about links.
-type TopologyMode string
+// TopologyMode says how much multi-GPU containers care about links; it is
+// api.Topology.
+type TopologyMode = api.Topology
 
 // Topology modes.
 const (
 	// TopologyPrefer picks the best-linked set that fits (default).
-	TopologyPrefer TopologyMode = "prefer"
+	TopologyPrefer = api.TopologyPrefer
 	// TopologyRequired fails a node rather than place on a set that is not
 	// NVLink-connected or whose weakest pair has fewer NVLinks than the best
 	// set of that size the node's healthy, filter-matching GPUs could form.
-	TopologyRequired TopologyMode = "required"
+	TopologyRequired = api.TopologyRequired
 	// TopologyNone ignores links: policy and fragmentation only.
-	TopologyNone TopologyMode = "none"
+	TopologyNone = api.TopologyNone
 )
 
 var topologyModes = map[TopologyMode]bool{TopologyPrefer: true, TopologyRequired: true, TopologyNone: true}
-
-// ParseTopology validates a topology mode name.
-func ParseTopology(s string) (TopologyMode, error) {
-	m := TopologyMode(strings.ToLower(strings.TrimSpace(s)))
-	if !topologyModes[m] {
-		return "", fmt.Errorf("%w %q: want prefer, required or none", ErrUnknownTopology, s)
-	}
-	return m, nil
-}
 
 // Container is the GPU ask of one container.
 type Container struct {

@@ -65,9 +65,9 @@ func TestSearchLargeNodes(t *testing.T) {
 		for i := 0; i < n; i++ {
 			node.GPUs = append(node.GPUs, GPU{UUID: fmt.Sprintf("GPU-%d", i), MemoryMiB: 81920, Healthy: true, NUMA: i / (n / 2), MaxShares: 10})
 			for j := 0; j < i; j++ {
-				level := PCIeCrossNUMA
+				level := PCIeSystem
 				if i/(n/2) == j/(n/2) {
-					level = PCIeSameNUMA
+					level = PCIeNode
 				}
 				link := Link{PCIe: level}
 				if nv < 0 && i/2 == j/2 { // pairs

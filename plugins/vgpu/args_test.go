@@ -35,9 +35,14 @@ func TestParseArgs(t *testing.T) {
 		{
 			name:    "every problem at once",
 			raw:     map[string]any{argDevicePolicy: "pack", argDefaultCores: 150, argStaleAfter: "1s", "vgpu.wieght": 3},
-			wantErr: []string{"vgpu.devicePolicy: expected one of binpack, spread, got pack", "vgpu.defaultCores: expected an integer percentage from 0 to 100, got 150", "vgpu.staleAfter: expected a duration of at least 10s", "vgpu.wieght: unknown argument"},
+			wantErr: []string{`vgpu.devicePolicy: expected one of binpack, spread, got "pack"`, "vgpu.defaultCores: expected an integer percentage from 0 to 100, got 150", "vgpu.staleAfter: expected a duration of at least 10s", "vgpu.wieght: unknown argument"},
 		},
 		{name: "fractional cores", raw: map[string]any{argDefaultCores: 2.5}, wantErr: []string{"vgpu.defaultCores"}},
+		{name: "numbers as strings", raw: map[string]any{argDefaultCores: "20", argWeight: " 3 "},
+			want: func(a *Args) { a.DefaultCores, a.Weight = 20, 3 }},
+		{name: "case and space in names", raw: map[string]any{argDevicePolicy: " Spread", argTopology: "REQUIRED"},
+			want: func(a *Args) { a.DevicePolicy, a.Topology = placement.Spread, placement.TopologyRequired }},
+		{name: "not a number", raw: map[string]any{argWeight: "heavy"}, wantErr: []string{"vgpu.weight: expected a number, got heavy"}},
 		{name: "clashing resource names", raw: map[string]any{argResourceCores: api.DefaultResourceMemory}, wantErr: []string{"expected distinct names"}},
 	}
 	for _, tc := range tests {
@@ -65,6 +70,14 @@ func TestParseArgs(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+func TestArgKeys(t *testing.T) {
+	want := []string{argDevicePolicy, argNodePolicy, argTopology, argDefaultCores, argWeight, argStaleAfter,
+		argResourceNumber, argResourceMemory, argResourceMemPct, argResourceCores}
+	if d := cmp.Diff(want, knownArgs()); d != "" {
+		t.Errorf("argument keys (-consts +fields):\n%s", d)
 	}
 }
 
@@ -153,7 +166,7 @@ func TestRequestOf(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := requestOf(&tc.pod, &a)
+			got, _, err := requestOf(&tc.pod, &a)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)

@@ -125,7 +125,7 @@ func (p *plugin) buildState(nodes map[string]*schedapi.NodeInfo, now time.Time) 
 		}
 		n, err := p.shared.cache.node(ni.Node, now, p.args.StaleAfter)
 		if err != nil {
-			klog.V(2).InfoS("Node has a malformed GPU inventory; it gets no GPU pods", "node", name, "err", err)
+			p.log.V(2).Info("Node has a malformed GPU inventory; it gets no GPU pods", "node", name, "err", err)
 			p.nodeErr[name] = err
 			continue
 		}
@@ -138,7 +138,7 @@ func (p *plugin) buildState(nodes map[string]*schedapi.NodeInfo, now time.Time) 
 			}
 			pl, ok, err := podPlacement(t.Pod, p.shared.cache, p.shared.Inflight)
 			if err != nil {
-				klog.V(2).InfoS("Pod has a malformed GPU assignment; its GPUs count as free", "pod", klog.KObj(t.Pod), "err", err)
+				p.log.V(2).Info("Pod has a malformed GPU assignment; its GPUs count as free", "pod", klog.KObj(t.Pod), "err", err)
 				continue
 			}
 			if !ok {
@@ -146,12 +146,12 @@ func (p *plugin) buildState(nodes map[string]*schedapi.NodeInfo, now time.Time) 
 			}
 			pl.Node = name
 			if err := placement.Apply(n, pl); err != nil {
-				klog.V(2).InfoS("Pod's GPU assignment does not match the node inventory", "pod", klog.KObj(t.Pod), "node", name, "err", err)
+				p.log.V(2).Info("Pod's GPU assignment does not match the node inventory", "pod", klog.KObj(t.Pod), "node", name, "err", err)
 				continue
 			}
 			p.booked[t.UID] = pl
 		}
 		p.nodes[name] = n
-		klog.V(5).InfoS("GPU node state", "node", name, "gpus", len(n.GPUs), "stale", n.Stale)
+		p.log.V(5).Info("GPU node state", "node", name, "gpus", len(n.GPUs), "stale", n.Stale)
 	}
 }

@@ -61,6 +61,7 @@ func NewBuilder(shared *Shared) framework.PluginBuilder {
 
 type plugin struct {
 	shared *Shared
+	log    klog.Logger // the plugin's, with the session's UID while one is open
 	args   Args
 	ok     bool // arguments valid (else the plugin does nothing this session)
 
@@ -82,13 +83,14 @@ type plugin struct {
 }
 
 type requestResult struct {
-	req   *placement.Request
-	shape string // shapeKey(req), for the gang view
-	err   error
+	req        *placement.Request
+	nodePolicy placement.Policy // the pod's annotation, else the argument
+	shape      string           // shapeKey(req), for the gang view
+	err        error
 }
 
 func newPlugin(shared *Shared, raw framework.Arguments) *plugin {
-	p := &plugin{shared: shared}
+	p := &plugin{shared: shared, log: klog.Background().WithName(PluginName)}
 	a, err := ParseArgs(raw)
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
@@ -99,10 +101,10 @@ func newPlugin(shared *Shared, raw framework.Arguments) *plugin {
 	case shared.lastGood != nil:
 		// A bad edit of a running scheduler's configuration: keep placing with
 		// the last valid arguments rather than stop scheduling GPUs.
-		klog.ErrorS(err, "Ignoring invalid vgpu arguments; using the last valid ones")
+		p.log.Error(err, "Ignoring invalid vgpu arguments; using the last valid ones")
 		p.args, p.ok = *shared.lastGood, true
 	default:
-		klog.ErrorS(err, "Invalid vgpu arguments: GPU pods will not be scheduled until the configuration is fixed")
+		p.log.Error(err, "Invalid vgpu arguments: GPU pods will not be scheduled until the configuration is fixed")
 	}
 	return p
 }
@@ -117,6 +119,7 @@ func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 		return
 	}
 	start := p.shared.Now()
+	p.log = klog.Background().WithName(PluginName).WithValues("session", ssn.UID)
 	p.ssn, p.kube = ssn, ssn.KubeClient()
 	p.requests = map[schedapi.TaskID]requestResult{}
 	p.fitters.New = func() any { return &placement.Fitter{} }
@@ -128,7 +131,7 @@ func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 	ssn.AddEventHandler(&framework.EventHandler{AllocateFunc: p.allocate, DeallocateFunc: p.deallocate})
 	p.registerSimulation(ssn)
 	ssn.RegisterBinder(p.Name(), p)
-	klog.V(4).InfoS("vgpu session open", "gpuNodes", len(p.nodes), "booked", len(p.booked),
+	p.log.V(4).Info("vgpu session open", "gpuNodes", len(p.nodes), "booked", len(p.booked),
 		"inflight", p.shared.Inflight.Len(), "took", p.shared.Now().Sub(start))
 }
 
@@ -154,8 +157,8 @@ func (p *plugin) parsed(task *schedapi.TaskInfo) requestResult {
 	if r, ok := p.requests[task.UID]; ok {
 		return r
 	}
-	req, err := requestOf(task.Pod, &p.args)
-	r := requestResult{req: req, err: err}
+	req, policy, err := requestOf(task.Pod, &p.args)
+	r := requestResult{req: req, nodePolicy: policy, err: err}
 	if req != nil {
 		r.shape = shapeKey(req)
 	}

@@ -29,7 +29,7 @@ func unschedulable(task *schedapi.TaskInfo, node *schedapi.NodeInfo, code int, r
 }
 
 func (p *plugin) refuseAll(task *schedapi.TaskInfo, node *schedapi.NodeInfo) error {
-	if req, _ := requestOf(task.Pod, &p.args); req == nil {
+	if req, _, _ := requestOf(task.Pod, &p.args); req == nil {
 		return nil
 	}
 	return unschedulable(task, node, schedapi.UnschedulableAndUnresolvable, "vgpu plugin arguments are invalid (see the scheduler log)")
@@ -99,8 +99,8 @@ func (p *plugin) refuse(task *schedapi.TaskInfo, node *schedapi.NodeInfo, reason
 			v.(*closestOf).add(node.Name, reasons)
 		}
 	}
-	if klogV := klog.V(5); klogV.Enabled() {
-		klogV.InfoS("Task does not fit node", "pod", klog.KObj(task.Pod), "node", node.Name, "reasons", fmt.Sprint(reasons))
+	if logV := p.log.V(5); logV.Enabled() {
+		logV.Info("Task does not fit node", "pod", klog.KObj(task.Pod), "node", node.Name, "reasons", fmt.Sprint(reasons))
 	}
 	return unschedulable(task, node, code, texts...)
 }
@@ -199,12 +199,12 @@ func (p *plugin) reasonText(r placement.Reason) string {
 // function because the gang view (where the task's siblings are, what of its
 // job is still pending) is computed once per task, not once per node.
 func (p *plugin) batchNodeOrder(task *schedapi.TaskInfo, nodes []*schedapi.NodeInfo) (map[string]float64, error) {
-	req, err := p.request(task)
-	if err != nil || req == nil {
+	r := p.parsed(task)
+	req, policy := r.req, r.nodePolicy
+	if r.err != nil || req == nil {
 		return nil, nil
 	}
 	gang := p.gangView(task)
-	policy := nodePolicyOf(task.Pod, &p.args)
 	f := p.fitter()
 	defer p.fitters.Put(f)
 	scores := make(map[string]float64, len(nodes))
@@ -306,7 +306,7 @@ func (p *plugin) allocate(event *framework.Event) {
 	n, ok := p.nodes[task.NodeName]
 	if !ok {
 		event.Err = fmt.Errorf("vgpu: %s/%s allocated to node %s, which has no GPU state", task.Namespace, task.Name, task.NodeName)
-		klog.ErrorS(event.Err, "Refusing the allocation", "pod", klog.KObj(task.Pod))
+		p.log.Error(event.Err, "Refusing the allocation", "pod", klog.KObj(task.Pod))
 		return
 	}
 	f := p.fitter()
@@ -314,17 +314,17 @@ func (p *plugin) allocate(event *framework.Event) {
 	pl, reasons := f.Fit(req, n, p.gangView(task))
 	if len(reasons) > 0 {
 		event.Err = fmt.Errorf("vgpu: the GPUs of %s/%s no longer fit node %s: %v", task.Namespace, task.Name, task.NodeName, reasons)
-		klog.ErrorS(event.Err, "Refusing the allocation", "pod", klog.KObj(task.Pod))
+		p.log.Error(event.Err, "Refusing the allocation", "pod", klog.KObj(task.Pod))
 		return
 	}
 	pl = pl.Clone()
 	if err := placement.Apply(n, pl); err != nil {
 		event.Err = fmt.Errorf("vgpu: booking the GPUs of %s/%s: %w", task.Namespace, task.Name, err)
-		klog.ErrorS(err, "Booking GPUs failed", "pod", klog.KObj(task.Pod))
+		p.log.Error(err, "Booking GPUs failed", "pod", klog.KObj(task.Pod))
 		return
 	}
 	p.booked[task.UID] = pl
-	klog.V(4).InfoS("Placed task", "pod", klog.KObj(task.Pod), "node", task.NodeName, "gpus", pl.UUIDs())
+	p.log.V(4).Info("Placed task", "pod", klog.KObj(task.Pod), "node", task.NodeName, "gpus", pl.UUIDs())
 }
 
 // deallocate undoes allocate (gang discard, pipelining undone) and releases
@@ -338,12 +338,12 @@ func (p *plugin) deallocate(event *framework.Event) {
 	}
 	if n, ok := p.nodes[pl.Node]; ok {
 		if err := placement.Release(n, pl); err != nil {
-			klog.ErrorS(err, "Releasing GPUs failed", "pod", klog.KObj(task.Pod))
+			p.log.Error(err, "Releasing GPUs failed", "pod", klog.KObj(task.Pod))
 		}
 	}
 	delete(p.booked, task.UID)
 	if task.Status == schedapi.Releasing { // Statement.Evict
 		p.evicted[task.UID] = pl
 	}
-	klog.V(4).InfoS("Released task", "pod", klog.KObj(task.Pod), "node", pl.Node)
+	p.log.V(4).Info("Released task", "pod", klog.KObj(task.Pod), "node", pl.Node)
 }

@@ -78,7 +78,7 @@ func (p *plugin) simulateRemove(_ context.Context, state fwk.CycleState, _ *sche
 	if n == nil {
 		return nil
 	}
-	klog.V(5).InfoS("Preemption simulation: evicting", "pod", klog.KObj(victim.Pod), "node", node.Name)
+	p.log.V(5).Info("Preemption simulation: evicting", "pod", klog.KObj(victim.Pod), "node", node.Name)
 	if err := placement.Release(n, pl); err != nil {
 		return fmt.Errorf("vgpu: simulating the eviction of %s/%s: %w", victim.Namespace, victim.Name, err)
 	}
@@ -124,9 +124,9 @@ func (p *plugin) simulatePredicate(_ context.Context, state fwk.CycleState, task
 	}
 	f := p.fitter()
 	defer p.fitters.Put(f)
-	klog.V(5).InfoS("Preemption simulation", "pod", klog.KObj(task.Pod), "node", node.Name)
+	p.log.V(5).Info("Preemption simulation", "pod", klog.KObj(task.Pod), "node", node.Name)
 	if _, reasons := f.Fit(req, n, nil); len(reasons) > 0 {
-		klog.V(4).InfoS("Preemption simulation: task does not fit yet", "pod", klog.KObj(task.Pod), "node", node.Name, "reasons", fmt.Sprint(reasons))
+		p.log.V(4).Info("Preemption simulation: task does not fit yet", "pod", klog.KObj(task.Pod), "node", node.Name, "reasons", fmt.Sprint(reasons))
 		for _, r := range reasons {
 			if r.NodeLevel() {
 				return fmt.Errorf("vgpu: %s", r.Error())

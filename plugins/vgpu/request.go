@@ -9,10 +9,24 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/plugins/placement"
 )
 
-// requestOf translates a pod into the placement core's Request. It returns
-// (nil, nil) for a pod that asks no vGPU. A malformed ask or annotation is an
-// error that names the container or annotation and what was expected.
-func requestOf(pod *corev1.Pod, a *Args) (*placement.Request, error) {
+// requestOf translates a pod into the placement core's Request and the node
+// policy that orders nodes for it (its annotation, else the argument). It
+// returns a nil Request for a pod that asks no vGPU. A malformed ask or
+// annotation is an error that names the container or annotation and what was
+// expected.
+func requestOf(pod *corev1.Pod, a *Args) (*placement.Request, placement.Policy, error) {
+	req, opts, err := parseRequest(pod, a)
+	if err != nil || req == nil {
+		return nil, "", err
+	}
+	policy := a.NodePolicy
+	if opts.NodePolicy != "" {
+		policy = opts.NodePolicy
+	}
+	return req, policy, nil
+}
+
+func parseRequest(pod *corev1.Pod, a *Args) (*placement.Request, api.PodOptions, error) {
 	req := &placement.Request{}
 	add := func(c *corev1.Container, init bool) error {
 		q := func(name string) (int64, bool) {
@@ -57,72 +71,32 @@ func requestOf(pod *corev1.Pod, a *Args) (*placement.Request, error) {
 	}
 	for i := range pod.Spec.InitContainers {
 		if err := add(&pod.Spec.InitContainers[i], true); err != nil {
-			return nil, err
+			return nil, api.PodOptions{}, err
 		}
 	}
 	for i := range pod.Spec.Containers {
 		if err := add(&pod.Spec.Containers[i], false); err != nil {
-			return nil, err
+			return nil, api.PodOptions{}, err
 		}
 	}
 	if len(req.Containers) == 0 {
-		return nil, nil
+		return nil, api.PodOptions{}, nil
 	}
 	opts, err := api.ParsePodOptions(pod.Annotations)
 	if err != nil {
-		return nil, err
+		return nil, api.PodOptions{}, err
 	}
 	req.TypeInclude, req.TypeExclude = opts.TypeInclude, opts.TypeExclude
 	req.UUIDInclude, req.UUIDExclude = opts.UUIDInclude, opts.UUIDExclude
-	req.Topology = placement.TopologyMode(opts.Topology)
-	req.DevicePolicy = placement.Policy(opts.DevicePolicy)
+	req.Topology, req.DevicePolicy = opts.Topology, opts.DevicePolicy
 	if err := req.Normalize(placement.Defaults{Cores: a.DefaultCores, DevicePolicy: a.DevicePolicy, Topology: a.Topology}); err != nil {
-		return nil, err
+		return nil, api.PodOptions{}, err
 	}
-	return req, nil
+	return req, opts, nil
 }
 
 // restartable: an init container with restartPolicy Always, Kubernetes'
 // native sidecar, which keeps running beside the app containers.
 func restartable(c *corev1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
-}
-
-// nodePolicyOf is the pod's node policy: its annotation, else the argument.
-func nodePolicyOf(pod *corev1.Pod, a *Args) placement.Policy {
-	if v, ok := pod.Annotations[api.NodePolicyKey]; ok {
-		if p, err := placement.ParsePolicy(v); err == nil {
-			return p
-		}
-	}
-	return a.NodePolicy
-}
-
-// toAssignment renders a placement as the pod annotation payload.
-func toAssignment(p placement.Placement, podUID string) api.Assignment {
-	a := api.Assignment{PodUID: podUID, Node: p.Node, Phase: api.PhaseAssigned}
-	for _, c := range p.Containers {
-		if len(c.Devices) == 0 {
-			continue
-		}
-		ca := api.ContainerAssignment{Name: c.Name, Init: c.Init, Restartable: c.Restartable}
-		for _, d := range c.Devices {
-			ca.Devices = append(ca.Devices, api.DeviceShare{UUID: d.UUID, MemoryMiB: d.MemoryMiB, Cores: d.Cores})
-		}
-		a.Containers = append(a.Containers, ca)
-	}
-	return a
-}
-
-// fromAssignment is the placement an assignment annotation records.
-func fromAssignment(a api.Assignment) placement.Placement {
-	p := placement.Placement{Node: a.Node}
-	for _, c := range a.Containers {
-		cp := placement.ContainerPlacement{Name: c.Name, Init: c.Init, Restartable: c.Restartable}
-		for _, d := range c.Devices {
-			cp.Devices = append(cp.Devices, placement.Device{Pos: -1, UUID: d.UUID, MemoryMiB: d.MemoryMiB, Cores: d.Cores})
-		}
-		p.Containers = append(p.Containers, cp)
-	}
-	return p
 }

@@ -11,39 +11,6 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/plugins/placement"
 )
 
-// nodeFromInventory builds the placement core's node (usage zero) from the
-// device plugin's inventory annotation, and returns the inventory's heartbeat.
-// A node without one has no GPUs for us (nil); a malformed one is an error and
-// the node gets nothing.
-func nodeFromInventory(node *corev1.Node) (*placement.Node, time.Time, error) {
-	value, ok := node.Annotations[api.InventoryKey]
-	if !ok {
-		return nil, time.Time{}, nil
-	}
-	inv, err := api.DecodeInventory(value)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	n := &placement.Node{Name: node.Name, GPUs: make([]placement.GPU, len(inv.GPUs))}
-	for i, g := range inv.GPUs {
-		n.GPUs[i] = placement.GPU{
-			Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryMiB: g.MemoryMiB,
-			Healthy: g.Healthy, NUMA: g.NUMA, MaxShares: g.MaxShares,
-		}
-	}
-	if len(inv.GPUs) <= placement.MaxGPUs {
-		n.Links = placement.NewLinks(len(inv.GPUs))
-		for i := range inv.GPUs {
-			for j := i + 1; j < len(inv.GPUs); j++ {
-				l := inv.Link(i, j)
-				// api levels start at "internal" = 0; the core reserves 0 for unknown.
-				n.Links.Set(i, j, placement.Link{NVLinks: l.NVLinks, PCIe: placement.PCIeLevel(l.PCIe) + 1})
-			}
-		}
-	}
-	return n, inv.Heartbeat, nil
-}
-
 // podPlacement is the booking recorded on a pod: its assignment annotation,
 // or, for a pod this scheduler bound moments ago whose annotated copy the
 // informer has not delivered yet, the in-flight record.

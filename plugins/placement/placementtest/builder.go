@@ -163,13 +163,13 @@ func (b *NodeBuilder) Obj() *placement.Node {
 func treeLevel(i, j, half int) placement.PCIeLevel {
 	switch {
 	case i/2 == j/2:
-		return placement.PCIeSingleSwitch
+		return placement.PCIeSingle
 	case i/4 == j/4:
 		return placement.PCIeHostBridge
 	case i/half == j/half:
-		return placement.PCIeSameNUMA
+		return placement.PCIeNode
 	}
-	return placement.PCIeCrossNUMA
+	return placement.PCIeSystem
 }
 
 // RequestBuilder builds a *placement.Request.
