@@ -204,7 +204,7 @@ func TestAssignmentRoundTrip(t *testing.T) {
 func TestInflightExpires(t *testing.T) {
 	now := testNow
 	f := NewInflight(func() time.Time { return now }, time.Minute)
-	f.Put("u1", api.Assignment{Node: "n1"})
+	f.Put("u1", api.Assignment{Node: "n1"}, "v1")
 	if _, ok := f.Get("u1"); !ok {
 		t.Fatal("fresh entry missing")
 	}

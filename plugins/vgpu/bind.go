@@ -25,6 +25,8 @@ var (
 // to the bind goroutine, which may run after the session closed.
 type bindExtension struct {
 	assignment api.Assignment
+	value      string // encoded, as PreBind writes it
+	err        error  // encoding failed: PreBind refuses the bind
 }
 
 // SetupBindContextExtension is called in the session goroutine when the
@@ -40,8 +42,12 @@ func (p *plugin) SetupBindContextExtension(_ *k8sframework.CycleState, bindCtx *
 	}
 	a := toAssignment(pl, string(task.Pod.UID))
 	a.Time = p.shared.Now()
-	p.shared.Inflight.Put(task.Pod.UID, a)
-	bindCtx.Extensions[PluginName] = &bindExtension{assignment: a}
+	value, err := api.EncodeAssignment(a)
+	ext := &bindExtension{assignment: a, value: value, err: err}
+	if err == nil {
+		p.shared.Inflight.Put(task.Pod.UID, a, value)
+	}
+	bindCtx.Extensions[PluginName] = ext
 }
 
 // PreBind writes the assignment on the pod right before it is bound.
@@ -51,17 +57,14 @@ func (p *plugin) PreBind(ctx context.Context, bindCtx *cache.BindContext) error 
 		return nil
 	}
 	pod := bindCtx.TaskInfo.Pod
-	a := ext.assignment
-	value, err := api.EncodeAssignment(a)
-	if err != nil {
-		p.shared.Inflight.Forget(pod.UID)
-		return fmt.Errorf("vgpu: encode assignment of %s/%s: %w", pod.Namespace, pod.Name, err)
+	if ext.err != nil {
+		return fmt.Errorf("vgpu: encode assignment of %s/%s: %w", pod.Namespace, pod.Name, ext.err)
 	}
-	if err := p.patchAssignment(ctx, pod, &value); err != nil {
+	if err := p.patchAssignment(ctx, pod, &ext.value); err != nil {
 		p.shared.Inflight.Forget(pod.UID)
 		return fmt.Errorf("vgpu: write assignment on %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	klog.FromContext(ctx).V(4).Info("Wrote GPU assignment", "pod", klog.KObj(pod), "node", a.Node)
+	klog.FromContext(ctx).V(4).Info("Wrote GPU assignment", "pod", klog.KObj(pod), "node", ext.assignment.Node)
 	return nil
 }
 

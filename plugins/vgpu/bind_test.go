@@ -180,3 +180,37 @@ func TestBookingVisibleToASessionOpenedBeforePreBind(t *testing.T) {
 		t.Error("PreBind wrote no assignment")
 	}
 }
+
+func TestBookingInFlightBeatsAStaleAnnotation(t *testing.T) {
+	// A scheduler killed between PreBind and the Binding leaves pod p pending
+	// with its assignment on GPU-n1-0. The next scheduler commits p onto
+	// GPU-n1-2; a session opened before its PreBind lands sees p on n1 still
+	// carrying the old annotation. It must book GPU-n1-2 (in flight), not
+	// GPU-n1-0, or GPU-n1-2 looks free and is booked twice.
+	server := newPod("ns", "p").group("pg").obj()
+	p1, bindCtx, _ := bindFixture(t, server)
+	node := newGPUNode("n1", "NVIDIA A100-SXM4-80GB", 4, 81920).obj(t)
+	stale := newPod("ns", "p").group("pg").gpus(1, 8192, 25).on("n1", corev1.PodPending).
+		assigned(t, api.DeviceShare{UUID: "GPU-n1-0", MemoryMiB: 8192, Cores: 25}).obj()
+	h := newHandSession(t, p1.shared, DefaultArgs(), []*corev1.Node{node}, []*corev1.Pod{stale})
+	if g0, g2 := h.plugin.nodes["n1"].GPUs[0], h.plugin.nodes["n1"].GPUs[2]; g0.UsedMemoryMiB != 0 || g2.UsedMemoryMiB != 8192 {
+		t.Fatalf("with a stale annotation on GPU-n1-0 and GPU-n1-2 in flight: booked %d MiB on GPU-n1-0, %d on GPU-n1-2; want 0 and 8192",
+			g0.UsedMemoryMiB, g2.UsedMemoryMiB)
+	}
+	if _, ok := p1.shared.Inflight.Get("ns-p"); !ok {
+		t.Fatal("the in-flight record was dropped on seeing the stale annotation")
+	}
+	// PreBind lands: the pod carries the decision in flight, which is then forgotten.
+	if err := p1.PreBind(context.Background(), bindCtx); err != nil {
+		t.Fatal(err)
+	}
+	current := stale.DeepCopy()
+	current.Annotations[api.AssignmentKey] = bindCtx.Extensions[PluginName].(*bindExtension).value
+	h = newHandSession(t, p1.shared, DefaultArgs(), []*corev1.Node{node}, []*corev1.Pod{current})
+	if g2 := h.plugin.nodes["n1"].GPUs[2]; g2.UsedMemoryMiB != 8192 {
+		t.Errorf("after PreBind landed: %d MiB booked on GPU-n1-2, want 8192", g2.UsedMemoryMiB)
+	}
+	if _, ok := p1.shared.Inflight.Get("ns-p"); ok {
+		t.Error("the in-flight record outlived the annotation that carries it")
+	}
+}

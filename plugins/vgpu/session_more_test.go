@@ -240,7 +240,12 @@ func TestSessionRestartNeverDoubleBooks(t *testing.T) {
 	running := newPod("ns", "running").group("old").gpus(1, 23034, 100).on(node, corev1.PodRunning).assigned(t, whole(0)).obj()
 	bound := newPod("ns", "bound").group("old").gpus(1, 23034, 100).on(node, corev1.PodPending).obj()
 	shared := NewShared(func() time.Time { return testNow })
-	shared.Inflight.Put(bound.UID, assignmentOf(bound, whole(1)))
+	inFlight := assignmentOf(bound, whole(1))
+	value, err := api.EncodeAssignment(inFlight)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared.Inflight.Put(bound.UID, inFlight, value)
 
 	pods := []*corev1.Pod{running, bound}
 	pgs := []*schedulingv1beta1.PodGroup{runningGroup("old", 2)}

@@ -17,6 +17,12 @@ import (
 func podPlacement(pod *corev1.Pod, cache *decodeCache, inflight *Inflight) (placement.Placement, bool, error) {
 	if value, ok := pod.Annotations[api.AssignmentKey]; ok {
 		pl, uid, err := cache.assignment(pod.UID, value)
+		if a, newer := inflight.Newer(pod.UID, value); newer {
+			// The pod still carries an earlier decision (written by a bind
+			// that never landed, e.g. a scheduler killed between PreBind and
+			// the Binding): the decision in flight is the one being bound.
+			return fromAssignment(a), true, nil
+		}
 		if err != nil {
 			return placement.Placement{}, false, err
 		}
@@ -55,6 +61,7 @@ type Inflight struct {
 
 type inflightEntry struct {
 	a     api.Assignment
+	value string // a, encoded as PreBind writes it
 	added time.Time
 }
 
@@ -64,11 +71,25 @@ func NewInflight(now func() time.Time, ttl time.Duration) *Inflight {
 	return &Inflight{entries: map[types.UID]inflightEntry{}, now: now, ttl: ttl}
 }
 
-// Put records an assignment committed for a pod, before it is patched on.
-func (f *Inflight) Put(uid types.UID, a api.Assignment) {
+// Put records an assignment committed for a pod, and its encoding, before
+// it is patched on.
+func (f *Inflight) Put(uid types.UID, a api.Assignment, value string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.entries[uid] = inflightEntry{a: a, added: f.now()}
+	f.entries[uid] = inflightEntry{a: a, value: value, added: f.now()}
+}
+
+// Newer returns the live assignment in flight for the pod when its
+// annotation holds something else: an earlier decision, written by a bind
+// that never landed.
+func (f *Inflight) Newer(uid types.UID, annotation string) (api.Assignment, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.entries[uid]
+	if !ok || f.now().Sub(e.added) > f.ttl || e.value == annotation {
+		return api.Assignment{}, false
+	}
+	return e.a, true
 }
 
 // Get returns a live entry.
