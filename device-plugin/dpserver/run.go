@@ -102,6 +102,18 @@ func (s *Server) Run(ctx context.Context, restart <-chan struct{}) error {
 			if registered {
 				continue
 			}
+			if !exists(s.Socket()) {
+				// Kubelet removed our socket (it is restarting) while a retry
+				// was due: registering now would send kubelet to a socket
+				// that is gone. Start over once the restart settles, or now
+				// if no event announced it.
+				if settle == nil {
+					if err := startOver("our socket is gone"); err != nil {
+						return err
+					}
+				}
+				continue
+			}
 			if err := s.register(ctx); err != nil {
 				logger.Error(err, "Registration with kubelet failed; retrying", "retryIn", retry)
 				retryC = time.After(retry)
