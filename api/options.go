@@ -58,7 +58,7 @@ func ParsePodOptions(annotations map[string]string) (PodOptions, error) {
 		}
 		v := annotations[k]
 		switch k {
-		case AssignmentKey:
+		case AssignmentKey, RequestsKey:
 		case GPUTypeIncludeKey:
 			o.TypeInclude, err = parseList(k, v, false)
 		case GPUTypeExcludeKey:
@@ -138,7 +138,7 @@ func ParseComputePolicy(key, v string) (ComputePolicy, error) {
 }
 
 func podKeys() []string {
-	return []string{AssignmentKey, GPUTypeIncludeKey, GPUTypeExcludeKey, GPUUUIDIncludeKey, GPUUUIDExcludeKey,
+	return []string{AssignmentKey, RequestsKey, GPUTypeIncludeKey, GPUTypeExcludeKey, GPUUUIDIncludeKey, GPUUUIDExcludeKey,
 		TopologyKey, DevicePolicyKey, NodePolicyKey, ComputePolicyKey}
 }
 

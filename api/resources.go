@@ -32,6 +32,9 @@ const (
 const (
 	// AssignmentKey holds the JSON Assignment written by the scheduler.
 	AssignmentKey = Prefix + "assignment"
+	// RequestsKey holds the JSON Requests written by the admission webhook:
+	// the per-GPU asks behind the totals the pod's resources carry.
+	RequestsKey = Prefix + "requests"
 	// GPUTypeIncludeKey / GPUTypeExcludeKey: comma-separated model substrings.
 	GPUTypeIncludeKey = Prefix + "gpu-type-include"
 	GPUTypeExcludeKey = Prefix + "gpu-type-exclude"

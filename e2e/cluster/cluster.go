@@ -223,6 +223,12 @@ func (c Config) controlPlane(cr credentials, wt webhookTLS) []component {
 			port: p.Webhook, ready: tlsUp(loop(p.Webhook)), wait: 60 * time.Second,
 		},
 		{
+			// Our admission webhook: vGPU requests as totals for the queues.
+			proc: proc{name: AdmissionName, args: []string{c.bin("vgpu-admission"), kubeconfig,
+				"--listen=" + loop(p.Admission), "--tls-cert-file=" + wt.cert, "--tls-key-file=" + wt.key}},
+			port: p.Admission, ready: tlsUp(loop(p.Admission)), wait: 60 * time.Second,
+		},
+		{
 			// Only the controllers a cluster without kubelets needs: garbage
 			// collection (a deleted Job's pods) and namespace deletion.
 			proc: proc{name: "kube-controller-manager", args: []string{c.bin("kube-controller-manager"), kubeconfig,
@@ -255,6 +261,9 @@ func (c Config) controlPlane(cr credentials, wt webhookTLS) []component {
 		},
 	}
 }
+
+// AdmissionName is the pid/log name of vgpu-admission.
+const AdmissionName = "vgpu-admission"
 
 // SchedulerName is the pid/log name of vc-scheduler.
 const SchedulerName = "vc-scheduler"
@@ -312,7 +321,7 @@ func Down(ctx context.Context, cfg Config) error {
 }
 
 // stopOrder is the control plane in reverse start order.
-var stopOrder = []string{"kwok", SchedulerName, "vc-controller-manager", "kube-controller-manager", "vc-webhook-manager", "kube-apiserver", "etcd"}
+var stopOrder = []string{"kwok", SchedulerName, "vc-controller-manager", "kube-controller-manager", AdmissionName, "vc-webhook-manager", "kube-apiserver", "etcd"}
 
 // stopAll stops the named processes: node agents first, then the control
 // plane in reverse start order.

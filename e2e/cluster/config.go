@@ -32,6 +32,7 @@ type Ports struct {
 	KwokServer                int
 	Webhook                   int
 	ControllerManager         int // kube-controller-manager's secure port
+	Admission                 int // vgpu-admission's HTTPS port
 	DevicePluginMetricsOffset int // first device plugin metrics port; +1 per node
 }
 
@@ -60,7 +61,8 @@ func portsFrom(base int) Ports {
 		EtcdClient: base + 1, EtcdPeer: base + 2, APIServer: base + 3,
 		SchedulerMetrics: base + 10, SchedulerHealthz: base + 11,
 		ControllerMetrics: base + 12, ControllerHealthz: base + 13,
-		KwokServer: base + 14, Webhook: base + 15, ControllerManager: base + 16, DevicePluginMetricsOffset: base + 100,
+		KwokServer: base + 14, Webhook: base + 15, ControllerManager: base + 16, Admission: base + 17,
+		DevicePluginMetricsOffset: base + 100,
 	}
 }
 

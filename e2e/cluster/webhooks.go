@@ -136,5 +136,22 @@ func (c Config) ensureWebhookConfigs(ctx context.Context, kube kubernetes.Interf
 			return fmt.Errorf("webhook configuration %s: %w", name, err)
 		}
 	}
+	if c.DevicePluginHAMi {
+		// deviceshare reads vgpu-memory per GPU: no totals beside it.
+		return nil
+	}
+	url := fmt.Sprintf("https://127.0.0.1:%d/pods/mutate", c.Ports.Admission)
+	_, err = kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: AdmissionName},
+		Webhooks: []admissionv1.MutatingWebhook{{Name: "pods.admission.volcano-vgpu.io",
+			ClientConfig: admissionv1.WebhookClientConfig{URL: &url, CABundle: ca},
+			Rules: []admissionv1.RuleWithOperations{{Operations: []admissionv1.OperationType{admissionv1.Create},
+				Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
+			FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
+			NamespaceSelector: nsSel, TimeoutSeconds: &timeout}},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("webhook configuration %s: %w", AdmissionName, err)
+	}
 	return nil
 }

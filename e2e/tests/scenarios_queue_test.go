@@ -215,3 +215,69 @@ func TestScenarioQueueCapability(t *testing.T) {
 	}
 	t.Logf("task over the queue's capability: %q", unschedulableMessage(*p))
 }
+
+// TestScenarioQueueCountsTotals: the admission webhook rewrites vGPU requests
+// to totals, so a queue capped at 16384 MiB of vgpu-memory admits one task
+// of 2 GPUs × 8192 MiB (16384 MiB in all) and keeps a further 4096-MiB task
+// waiting; counted per GPU (8192) the second would have fitted.
+func TestScenarioQueueCountsTotals(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := newNamespace(t, ctx)
+	capped := queueName(ns, "tot")
+	newQueue(t, ctx, ns, capped, 1, corev1.ResourceList{api.DefaultResourceMemory: resource.MustParse("16384")})
+	pair := gpuJob(ns, "pair", 1, 2, 8192, 0, nil)
+	pair.Spec.Queue = capped
+	createJob(t, ctx, pair)
+	running := waitPodsRunning(t, ctx, ns, 1)
+	p := running[0]
+	if q := p.Spec.Containers[0].Resources.Limits[api.DefaultResourceMemory]; q.Value() != 16384 {
+		t.Errorf("admitted 2 × 8192 MiB pod carries vgpu-memory %s, want the total 16384", q.String())
+	}
+	reqs, err := api.DecodeRequests(p.Annotations[api.RequestsKey])
+	if err != nil {
+		t.Fatalf("%s: %v", api.RequestsKey, err)
+	}
+	if c := reqs.Containers[0]; c.Number != 2 || c.MemoryMiB != 8192 {
+		t.Errorf("recorded per-GPU ask %+v, want 2 × 8192 MiB", c)
+	}
+	for _, d := range podAssignment(t, p).Containers[0].Devices {
+		if d.MemoryMiB != 8192 {
+			t.Errorf("GPU %s holds %d MiB, want 8192 per GPU", d.UUID, d.MemoryMiB)
+		}
+	}
+
+	more := gpuJob(ns, "more", 1, 1, 4096, 0, nil)
+	more.Spec.Queue = capped
+	createJob(t, ctx, more)
+	name := waitJobPod(t, ctx, ns, "more")
+	waitSchedulerSessions(t, ctx, 3)
+	w, err := shared.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Spec.NodeName != "" {
+		t.Fatalf("%s ran on %s although its queue's 16384 MiB are taken by the 2-GPU task", name, w.Spec.NodeName)
+	}
+	t.Logf("4096 MiB task beside a 2 × 8192 MiB task in a 16384 MiB queue: waiting (%q)", unschedulableMessage(*w))
+}
+
+// TestScenarioMalformedRequestRefusedAtCreation: the admission webhook
+// refuses a pod whose vGPU request is malformed, saying what to fix, instead
+// of leaving it Pending.
+func TestScenarioMalformedRequestRefusedAtCreation(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns := newNamespace(t, ctx)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: ns},
+		Spec: corev1.PodSpec{SchedulerName: "volcano", Containers: []corev1.Container{{Name: "main", Image: "busybox",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
+				api.DefaultResourceNumber: resource.MustParse("1"), api.DefaultResourceCores: resource.MustParse("150")}}}}},
+	}
+	_, err := shared.kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "volcano.sh/vgpu-cores=150, expected 0 to 100") {
+		t.Fatalf("creating a pod asking 150 cores per GPU: err = %v, want the webhook's refusal", err)
+	}
+	t.Logf("refused: %v", err)
+}

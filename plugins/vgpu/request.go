@@ -1,12 +1,11 @@
 package vgpu
 
 import (
-	"fmt"
-
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
 	"github.com/volcano-vgpu/volcano-vgpu/plugins/placement"
+	"github.com/volcano-vgpu/volcano-vgpu/podrequest"
 )
 
 // requestOf translates a pod into the placement core's Request and the node
@@ -27,60 +26,16 @@ func requestOf(pod *corev1.Pod, a *Args) (*placement.Request, placement.Policy, 
 }
 
 func parseRequest(pod *corev1.Pod, a *Args) (*placement.Request, api.PodOptions, error) {
-	req := &placement.Request{}
-	add := func(c *corev1.Container, init bool) error {
-		q := func(name string) (int64, bool) {
-			if v, ok := c.Resources.Limits[corev1.ResourceName(name)]; ok {
-				return v.Value(), true
-			}
-			v, ok := c.Resources.Requests[corev1.ResourceName(name)]
-			return v.Value(), ok
-		}
-		n, hasN := q(a.Resources.Number)
-		mem, hasMem := q(a.Resources.Memory)
-		pct, hasPct := q(a.Resources.MemoryPercentage)
-		cores, hasCores := q(a.Resources.Cores)
-		if !hasN {
-			switch {
-			case hasMem:
-				// deviceshare reads this as one GPU; kubelet, though, calls the
-				// device plugin only for containers that request the number.
-				return fmt.Errorf("container %q asks %s without %s (Volcano deviceshare reads that as 1 GPU): add %s: 1, "+
-					"since kubelet hands GPUs only to containers that request %s", c.Name, a.Resources.Memory, a.Resources.Number,
-					a.Resources.Number, a.Resources.Number)
-			case hasPct || hasCores:
-				return fmt.Errorf("container %q asks %s/%s without %s: add %s (GPUs per container)",
-					c.Name, a.Resources.MemoryPercentage, a.Resources.Cores, a.Resources.Number, a.Resources.Number)
-			}
-			return nil
-		}
-		switch {
-		case n < 1 || n > placement.MaxGPUs:
-			return fmt.Errorf("container %q: %s=%d, expected 1 to %d", c.Name, a.Resources.Number, n, placement.MaxGPUs)
-		case hasMem && mem < 1:
-			return fmt.Errorf("container %q: %s=%d, expected a positive number of MiB per GPU", c.Name, a.Resources.Memory, mem)
-		case hasPct && (pct < 1 || pct > 100):
-			return fmt.Errorf("container %q: %s=%d, expected 1 to 100", c.Name, a.Resources.MemoryPercentage, pct)
-		case hasCores && (cores < 0 || cores > 100):
-			return fmt.Errorf("container %q: %s=%d, expected 0 to 100 (percent of one GPU; 100 = exclusive)", c.Name, a.Resources.Cores, cores)
-		}
+	asks, _, err := podrequest.Parse(pod, a.Resources)
+	if err != nil || len(asks) == 0 {
+		return nil, api.PodOptions{}, err
+	}
+	req := &placement.Request{Containers: make([]placement.Container, 0, len(asks))}
+	for _, c := range asks {
 		req.Containers = append(req.Containers, placement.Container{
-			Name: c.Name, Init: init, Restartable: init && restartable(c), Number: int(n), MemoryMiB: mem, MemoryPercent: int(pct), Cores: int(cores),
+			Name: c.Name, Init: c.Init, Restartable: c.Restartable, Number: c.Number,
+			MemoryMiB: c.MemoryMiB, MemoryPercent: c.MemoryPercent, Cores: c.Cores,
 		})
-		return nil
-	}
-	for i := range pod.Spec.InitContainers {
-		if err := add(&pod.Spec.InitContainers[i], true); err != nil {
-			return nil, api.PodOptions{}, err
-		}
-	}
-	for i := range pod.Spec.Containers {
-		if err := add(&pod.Spec.Containers[i], false); err != nil {
-			return nil, api.PodOptions{}, err
-		}
-	}
-	if len(req.Containers) == 0 {
-		return nil, api.PodOptions{}, nil
 	}
 	opts, err := api.ParsePodOptions(pod.Annotations)
 	if err != nil {
@@ -93,10 +48,4 @@ func parseRequest(pod *corev1.Pod, a *Args) (*placement.Request, api.PodOptions,
 		return nil, api.PodOptions{}, err
 	}
 	return req, opts, nil
-}
-
-// restartable: an init container with restartPolicy Always, Kubernetes'
-// native sidecar, which keeps running beside the app containers.
-func restartable(c *corev1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
 }

@@ -1,0 +1,181 @@
+package admission
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/podrequest"
+)
+
+var names = api.DefaultResourceNames()
+
+// gpuNode publishes n GPUs of model with memMiB each.
+func gpuNode(t *testing.T, name, model string, n int, memMiB int64) *corev1.Node {
+	t.Helper()
+	inv := api.Inventory{Heartbeat: metav1.Now().Time, NVLinks: make([][]int, n), PCIe: make([][]api.PCIeLevel, n)}
+	for i := range n {
+		inv.GPUs = append(inv.GPUs, api.GPU{Index: i, UUID: "GPU-" + name + "-" + string(rune('a'+i)), Model: model, MemoryMiB: memMiB, Healthy: true, MaxShares: 10})
+		inv.NVLinks[i], inv.PCIe[i] = make([]int, n), make([]api.PCIeLevel, n)
+	}
+	v, err := api.EncodeInventory(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{api.InventoryKey: v}}}
+}
+
+func pod(annotations map[string]string, res map[string]int64) *corev1.Pod {
+	l := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+	for k, v := range res {
+		l[corev1.ResourceName(k)] = *resource.NewQuantity(v, resource.DecimalSI)
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Annotations: annotations},
+		Spec: corev1.PodSpec{SchedulerName: corev1.DefaultSchedulerName, Containers: []corev1.Container{{
+			Name: "train", Resources: corev1.ResourceRequirements{Limits: l, Requests: l.DeepCopy()}}}},
+	}
+}
+
+func apply(t *testing.T, p *corev1.Pod, ops []Op) *corev1.Pod {
+	t.Helper()
+	doc, _ := json.Marshal(p)
+	raw, _ := json.Marshal(ops)
+	patch, err := jsonpatch.DecodePatch(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := patch.Apply(doc)
+	if err != nil {
+		t.Fatalf("patch %s does not apply: %v", raw, err)
+	}
+	var got corev1.Pod
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	return &got
+}
+
+func TestMutate(t *testing.T) {
+	num, mem, pct, cores := names.Number, names.Memory, names.MemoryPercentage, names.Cores
+	nodes := []*corev1.Node{gpuNode(t, "a", "NVIDIA A100-SXM4-80GB", 2, 81920), gpuNode(t, "b", "NVIDIA A100-PCIE-40GB", 2, 40960), gpuNode(t, "l", "NVIDIA L4", 2, 23034)}
+	o := Options{Names: names, SchedulerName: "volcano", GPUMemoryMiB: SmallestGPU(func() ([]*corev1.Node, error) { return nodes, nil })}
+	tests := []struct {
+		name            string
+		pod             *corev1.Pod
+		opts            *Options
+		wantMem, wantC  int64 // totals on the container after admission; -1: not set
+		wantAsk         api.ContainerRequest
+		wantDenied      string
+		wantWarning     string
+		wantUnrewritten bool
+	}{
+		{name: "2 GPUs × 8192 MiB × 25%", pod: pod(nil, map[string]int64{num: 2, mem: 8192, cores: 25}),
+			wantMem: 16384, wantC: 50, wantAsk: api.ContainerRequest{Name: "train", Number: 2, MemoryMiB: 8192, Cores: 25}},
+		{name: "whole A100s counted at the smallest A100", pod: pod(map[string]string{api.GPUTypeIncludeKey: "A100"}, map[string]int64{num: 2}),
+			wantMem: 81920, wantC: 200, wantAsk: api.ContainerRequest{Name: "train", Number: 2, GPUMemoryMiB: 40960}},
+		{name: "half of any GPU counted at the smallest (L4)", pod: pod(nil, map[string]int64{num: 1, pct: 50, cores: 10}),
+			wantMem: 11517, wantC: 10, wantAsk: api.ContainerRequest{Name: "train", Number: 1, MemoryPercent: 50, Cores: 10, GPUMemoryMiB: 23034}},
+		{name: "malformed request refused with the fix", pod: pod(nil, map[string]int64{mem: 1024}),
+			wantDenied: "invalid vGPU request: container \"train\" asks volcano.sh/vgpu-memory without volcano.sh/vgpu-number"},
+		{name: "malformed annotation refused", pod: pod(map[string]string{api.TopologyKey: "nvlink"}, map[string]int64{num: 1}),
+			wantDenied: "invalid vGPU request: " + api.TopologyKey + ": expected one of prefer, required, none"},
+		{name: "no inventory yet: per GPU, with a warning", pod: pod(map[string]string{api.GPUTypeIncludeKey: "H100"}, map[string]int64{num: 1}),
+			wantWarning: "no GPU node publishes an inventory matching", wantUnrewritten: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ops, warnings, err := Mutate(tc.pod, o)
+			if tc.wantDenied != "" {
+				var d *Denied
+				if !errors.As(err, &d) || !strings.Contains(d.Reason, tc.wantDenied) {
+					t.Fatalf("err = %v, want a denial containing %q", err, tc.wantDenied)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := apply(t, tc.pod, ops)
+			if got.Spec.SchedulerName != "volcano" {
+				t.Errorf("schedulerName = %q, want volcano", got.Spec.SchedulerName)
+			}
+			if tc.wantWarning != "" && (len(warnings) != 1 || !strings.Contains(warnings[0], tc.wantWarning)) {
+				t.Errorf("warnings = %q, want %q", warnings, tc.wantWarning)
+			}
+			if tc.wantUnrewritten {
+				if _, ok := got.Annotations[api.RequestsKey]; ok {
+					t.Error("rewritten without an inventory")
+				}
+				return
+			}
+			c := got.Spec.Containers[0]
+			for _, l := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
+				m, k := l[corev1.ResourceName(mem)], l[corev1.ResourceName(cores)]
+				if m.Value() != tc.wantMem || k.Value() != tc.wantC {
+					t.Errorf("resources %v: memory %d, cores %d; want %d, %d", l, m.Value(), k.Value(), tc.wantMem, tc.wantC)
+				}
+			}
+			// The scheduler reads back exactly the per-GPU ask.
+			asks, admitted, err := podrequest.Parse(got, names)
+			if err != nil || !admitted || len(asks) != 1 {
+				t.Fatalf("Parse after admission = %+v, %t, %v", asks, admitted, err)
+			}
+			if d := cmp.Diff(tc.wantAsk, asks[0].ContainerRequest); d != "" {
+				t.Errorf("per-GPU ask (-want +got):\n%s", d)
+			}
+			// A pod created again from the admitted manifest stays as it is.
+			again, _, err := Mutate(got, o)
+			if err != nil || len(again) != 0 {
+				t.Errorf("second admission = %v, %v; want no change", again, err)
+			}
+		})
+	}
+}
+
+func TestMutateLeavesOtherPodsAlone(t *testing.T) {
+	cpu := pod(nil, nil)
+	ops, warnings, err := Mutate(cpu, Options{Names: names, SchedulerName: "volcano"})
+	if err != nil || len(ops) != 0 || len(warnings) != 0 {
+		t.Errorf("pod without vGPU: ops %v, warnings %v, err %v", ops, warnings, err)
+	}
+}
+
+func TestHandler(t *testing.T) {
+	h := Handler(Options{Names: names})
+	review := func(p *corev1.Pod) admissionv1.AdmissionReview {
+		raw, _ := json.Marshal(p)
+		body, _ := json.Marshal(admissionv1.AdmissionReview{
+			TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+			Request: &admissionv1.AdmissionRequest{UID: "u1", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+				Operation: admissionv1.Create, Namespace: "ns", Object: runtime.RawExtension{Raw: raw}},
+		})
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("POST", "/pods/mutate", bytes.NewReader(body)))
+		var out admissionv1.AdmissionReview
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil {
+			t.Fatalf("response %q: %v", rec.Body.String(), err)
+		}
+		return out
+	}
+	ok := review(pod(nil, map[string]int64{names.Number: 2, names.Memory: 8192}))
+	if r := ok.Response; !r.Allowed || r.UID != "u1" || r.PatchType == nil || !strings.Contains(string(r.Patch), `"16384"`) {
+		t.Errorf("valid pod: %+v (patch %s)", r, r.Patch)
+	}
+	bad := review(pod(nil, map[string]int64{names.Number: 2, names.Cores: 150}))
+	if r := bad.Response; r.Allowed || r.Result == nil || !strings.Contains(r.Result.Message, "volcano.sh/vgpu-cores=150") {
+		t.Errorf("invalid pod: %+v", r)
+	}
+}

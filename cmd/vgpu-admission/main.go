@@ -1,0 +1,109 @@
+// Command vgpu-admission is volcano-vgpu's mutating admission webhook for
+// pods (see package admission): vGPU requests become totals for Volcano's
+// queues, malformed ones are refused at creation, and vGPU pods get the
+// scheduler name when --scheduler-name is set. It serves HTTPS on --listen
+// at /pods/mutate with the certificate kube-apiserver trusts through the
+// MutatingWebhookConfiguration's caBundle, and watches nodes for the GPU
+// sizes that percentage and whole-GPU asks are counted at.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/volcano-vgpu/volcano-vgpu/admission"
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+)
+
+func main() {
+	klog.InitFlags(nil)
+	names := api.DefaultResourceNames()
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig file (default: in-cluster)")
+	listen := flag.String("listen", ":9443", "HTTPS address to serve on")
+	certFile := flag.String("tls-cert-file", "", "serving certificate (PEM)")
+	keyFile := flag.String("tls-key-file", "", "serving key (PEM)")
+	scheduler := flag.String("scheduler-name", "", "scheduler name to set on vGPU pods that name none or the default one (empty: leave them)")
+	flag.StringVar(&names.Number, "resource-number", names.Number, "GPU count resource")
+	flag.StringVar(&names.Memory, "resource-memory", names.Memory, "GPU memory resource (MiB)")
+	flag.StringVar(&names.MemoryPercentage, "resource-memory-percentage", names.MemoryPercentage, "GPU memory percentage resource")
+	flag.StringVar(&names.Cores, "resource-cores", names.Cores, "GPU cores resource (percent)")
+	flag.Parse()
+	logger := klog.Background().WithName("vgpu-admission")
+	if err := run(logger, *kubeconfig, *listen, *certFile, *keyFile, *scheduler, names); err != nil {
+		logger.Error(err, "Exiting")
+		klog.Flush()
+		os.Exit(1)
+	}
+}
+
+func run(logger klog.Logger, kubeconfig, listen, certFile, keyFile, scheduler string, names api.ResourceNames) error {
+	if err := names.Validate(); err != nil {
+		return err
+	}
+	if certFile == "" || keyFile == "" {
+		return errors.New("--tls-cert-file and --tls-key-file are required: kube-apiserver calls webhooks over HTTPS only")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return fmt.Errorf("serving certificate %s / %s: %w", certFile, keyFile, err)
+	}
+	cfg, err := restConfig(kubeconfig)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	factory := informers.NewSharedInformerFactory(client, 10*time.Minute)
+	nodes := factory.Core().V1().Nodes().Lister()
+	factory.Start(ctx.Done())
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("node cache did not sync (%v)", typ)
+		}
+	}
+	opts := admission.Options{Names: names, SchedulerName: scheduler,
+		GPUMemoryMiB: admission.SmallestGPU(func() ([]*corev1.Node, error) { return nodes.List(labels.Everything()) })}
+	mux := http.NewServeMux()
+	mux.Handle("/pods/mutate", admission.Handler(opts))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	srv := &http.Server{Addr: listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServeTLS("", "") }()
+	logger.Info("Serving", "listen", listen, "schedulerName", scheduler)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(shutdown)
+	}
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	return rest.InClusterConfig()
+}
