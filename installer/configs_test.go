@@ -1,7 +1,10 @@
 package installer
 
 import (
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"flag"
 	"os"
 	"regexp"
@@ -270,4 +273,48 @@ func findOptional(objs []*unstructured.Unstructured, kind, name string) *unstruc
 		return nil
 	}
 	return objs[i]
+}
+
+// TestAdmissionCertificate: with the default values Helm makes the webhook's
+// CA and serving certificate; kube-apiserver (trusting the configuration's
+// caBundle) accepts the certificate for the webhook Service's name, and the
+// Deployment mounts that Secret.
+func TestAdmissionCertificate(t *testing.T) {
+	objs := decode(t, mustRender(t, ""))
+	name := release + "-admission"
+	secret := findOptional(objs, "Secret", name+"-tls")
+	hook := findOptional(objs, "MutatingWebhookConfiguration", name)
+	deploy := findOptional(objs, "Deployment", name)
+	if secret == nil || hook == nil || deploy == nil {
+		t.Fatalf("default values render the webhook's Secret, configuration and Deployment: %v, %v, %v", secret != nil, hook != nil, deploy != nil)
+	}
+	hooks, _, _ := unstructured.NestedSlice(hook.Object, "webhooks")
+	caB64, _, _ := unstructured.NestedString(hooks[0].(map[string]any), "clientConfig", "caBundle")
+	certB64, _, _ := unstructured.NestedString(secret.Object, "data", "tls.crt")
+	pemOf := func(what, b64 string) *x509.Certificate {
+		raw, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		block, _ := pem.Decode(raw)
+		if block == nil {
+			t.Fatalf("%s: no PEM block", what)
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return c
+	}
+	ca, cert := pemOf("caBundle", caB64), pemOf("tls.crt", certB64)
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	dns := name + "." + namespace + ".svc"
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: dns}); err != nil {
+		t.Errorf("the serving certificate does not verify for %s against the caBundle: %v", dns, err)
+	}
+	vols, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "volumes")
+	if got, _, _ := unstructured.NestedString(vols[0].(map[string]any), "secret", "secretName"); got != name+"-tls" {
+		t.Errorf("the Deployment mounts secret %q, want %s-tls", got, name)
+	}
 }

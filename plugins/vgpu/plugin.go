@@ -12,13 +12,10 @@
 //
 // Queue fair share: the device plugin advertises vgpu-memory and vgpu-cores
 // as node extended resources (and kubelet vgpu-number), so Volcano's own
-// proportion/capacity plugins account them in queues like CPU or memory:
-// a queue's capability/deserve on volcano.sh/vgpu-memory is enforced with no
-// code of ours, and it stays consistent with kubelet's admission. We do not
-// use Volcano's ignored-devices mechanism, which would hide these resources
-// from queue accounting and force us to re-implement it. Node-level totals
-// are coarse (a 2-GPU × 8 GiB container counts 8 GiB, as its request says);
-// the exact per-GPU check is ours.
+// proportion/capacity plugins account them in queues like CPU or memory. The
+// admission webhook (package admission) rewrites pod requests to totals over
+// each container's GPUs and records the per-GPU asks in an annotation, which
+// requestOf reads (package podrequest); without it requests are per GPU.
 package vgpu
 
 import (
