@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,6 +47,18 @@ func (p *plugin) SetupBindContextExtension(_ *k8sframework.CycleState, bindCtx *
 	ext := &bindExtension{assignment: a, value: value, err: err}
 	if err == nil {
 		p.shared.Inflight.Put(task.Pod.UID, a, value)
+		// Volcano's binder copies the task's pod annotations into the
+		// Binding, and kube-apiserver applies them to the pod: an earlier
+		// assignment still on the cached pod (a bind that never landed) would
+		// overwrite the one PreBind writes. The task's pod (a copy: the
+		// informer's object is shared) carries this decision instead.
+		pod := *task.Pod
+		pod.Annotations = maps.Clone(task.Pod.Annotations)
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[api.AssignmentKey] = value
+		task.Pod = &pod
 	}
 	bindCtx.Extensions[PluginName] = ext
 }

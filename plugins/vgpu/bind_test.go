@@ -214,3 +214,28 @@ func TestBookingInFlightBeatsAStaleAnnotation(t *testing.T) {
 		t.Error("the in-flight record outlived the annotation that carries it")
 	}
 }
+
+func TestBindingCarriesThisDecision(t *testing.T) {
+	// Volcano's binder sends the task's pod annotations in the Binding and
+	// kube-apiserver applies them: a stale assignment on the cached pod must
+	// not travel there, and the informer's pod object must stay untouched.
+	stale := newPod("ns", "p").group("pg").gpus(1, 8192, 25).on("n0", corev1.PodPending).
+		assigned(t, api.DeviceShare{UUID: "GPU-n1-0", MemoryMiB: 8192, Cores: 25}).obj()
+	cached := stale.Annotations[api.AssignmentKey]
+	p := &plugin{shared: NewShared(func() time.Time { return testNow }),
+		booked: map[schedapi.TaskID]placement.Placement{schedapi.TaskID(stale.UID): {Node: "n1", Containers: []placement.ContainerPlacement{
+			{Name: "main", Devices: []placement.Device{{Pos: 2, UUID: "GPU-n1-2", MemoryMiB: 8192, Cores: 25}}},
+		}}}}
+	bindCtx := &cache.BindContext{TaskInfo: schedapi.NewTaskInfo(stale), Extensions: map[string]cache.BindContextExtension{}}
+	p.SetupBindContextExtension(nil, bindCtx)
+	got, err := api.DecodeAssignment(bindCtx.TaskInfo.Pod.Annotations[api.AssignmentKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uuids(got)[0] != "GPU-n1-2" {
+		t.Errorf("the pod Volcano binds carries GPUs %v, want this decision's GPU-n1-2", uuids(got))
+	}
+	if stale.Annotations[api.AssignmentKey] != cached {
+		t.Error("the informer's pod object was changed")
+	}
+}
