@@ -89,11 +89,14 @@
 //
 // # Reasons
 //
-// A failed Fit returns typed Reasons that unwrap to sentinel errors: one per
-// GPU ("GPU-1a2b (A100-80GB): 3072 MiB free, task asks 8192 MiB") and
-// node-level summaries, which Aggregator groups over nodes ("3 nodes: no GPU
-// with 8192 MiB free (largest free 6144 MiB on GPU-…); 2 nodes: inventory
-// stale"). Reason.Short is the per-node text without node-specific numbers.
+// A failed Fit returns typed Reasons that unwrap to sentinel errors, naming
+// the container: one per GPU ("GPU-1a2b (A100-80GB): 3072 MiB free,
+// container "train" asks 8192 MiB") and node-level summaries ("container
+// "train": no GPU with 8192 MiB free (largest free 6144 MiB on GPU-…)").
+// Reason.Short is the node-level text without node-specific numbers, the
+// same on every node that fails the same way (Volcano counts those); Closest
+// picks, across nodes, the refusal nearest to fitting with its node, GPU and
+// numbers.
 //
 // # Performance
 //
