@@ -281,3 +281,72 @@ func TestScenarioMalformedRequestRefusedAtCreation(t *testing.T) {
 	}
 	t.Logf("refused: %v", err)
 }
+
+// TestScenarioQueueSharesByTotals: two queues of equal weight both ask more
+// than the cluster has, one with 2-GPU tasks and one with 1-GPU tasks of the
+// same per-GPU size (20480 MiB). Counted by totals (the admission webhook),
+// proportion splits vgpu-memory about 1:1, so the 2-GPU queue runs about
+// half as many tasks; counted per GPU it would get about twice the memory.
+// Cluster: 104 slots of 20480 MiB (see TestScenarioQueueWeights).
+func TestScenarioQueueSharesByTotals(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns := newNamespace(t, ctx)
+	pairsQ, singlesQ := queueName(ns, "pairs"), queueName(ns, "singles")
+	newQueue(t, ctx, ns, pairsQ, 1, nil)
+	newQueue(t, ctx, ns, singlesQ, 1, nil)
+	waitNodeFree(t, ctx, nodeNames()...)
+	waitNoOtherPodGroups(t, ctx, ns)
+
+	for _, j := range []struct {
+		name, queue string
+		n           int32
+		gpus        int64
+	}{{"pairs", pairsQ, 60, 2}, {"singles", singlesQ, 110, 1}} {
+		job := gpuJob(ns, j.name, j.n, j.gpus, 20480, 0, nil)
+		job.Spec.Queue, job.Spec.MinAvailable = j.queue, 1
+		job.Spec.Tasks[0].Template.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: holdGate}}
+		createJob(t, ctx, job)
+	}
+	waitFor(t, ctx, "170 gated pods", func() error {
+		if n := len(listPods(t, ctx, ns)); n != 170 {
+			return fmt.Errorf("%d pods", n)
+		}
+		return nil
+	})
+	ungate(t, ctx, ns, listPods(t, ctx, ns))
+
+	var pairsMiB, singlesMiB int64
+	var nPairs, nSingles int
+	var since time.Time
+	waitFor(t, ctx, "queue allocations to settle", func() error {
+		running, _ := splitBound(listPods(t, ctx, ns))
+		var pr, sg []corev1.Pod
+		for _, p := range running {
+			if strings.HasPrefix(p.Name, "pairs-") {
+				pr = append(pr, p)
+			} else {
+				sg = append(sg, p)
+			}
+		}
+		if len(pr) != nPairs || len(sg) != nSingles || len(running) == 0 {
+			nPairs, nSingles, since = len(pr), len(sg), time.Now()
+			return fmt.Errorf("%d pairs, %d singles running", len(pr), len(sg))
+		}
+		if time.Since(since) < 4*time.Second {
+			return fmt.Errorf("%d pairs, %d singles running; holding", len(pr), len(sg))
+		}
+		pairsMiB, singlesMiB = vgpuMemoryOf(pr), vgpuMemoryOf(sg)
+		return nil
+	})
+	ratio := float64(pairsMiB) / float64(singlesMiB)
+	t.Logf("equal weights, 2-GPU vs 1-GPU tasks of 20480 MiB per GPU → vgpu-memory %d MiB (%d tasks) : %d MiB (%d tasks) = %.2f:1",
+		pairsMiB, nPairs, singlesMiB, nSingles, ratio)
+	if pairsMiB != int64(nPairs)*2*20480 {
+		t.Errorf("%d running 2-GPU tasks carry %d MiB of vgpu-memory, want the totals %d", nPairs, pairsMiB, int64(nPairs)*2*20480)
+	}
+	if singlesMiB == 0 || ratio < 0.8 || ratio > 1.25 {
+		t.Errorf("vgpu-memory split %.2f:1 between queues of equal weight, want 1:1 ± 20%% (by totals)", ratio)
+	}
+	checkNoDoubleBooking(t, ctx)
+}
