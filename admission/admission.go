@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
 	"github.com/volcano-vgpu/volcano-vgpu/podrequest"
@@ -46,18 +47,21 @@ func (d *Denied) Error() string { return d.Reason }
 // Mutate returns the patch for a pod being created, and warnings for its
 // creator; a *Denied error refuses the pod.
 func Mutate(pod *corev1.Pod, o Options) ([]Op, []string, error) {
+	// Volcano deviceshare reads a container asking vgpu-memory without
+	// vgpu-number as one GPU; kubelet only calls the device plugin for
+	// containers that request the number, so add it (on a copy: ops below).
+	pod, ops := withNumber(pod, o.Names)
 	asks, admitted, err := podrequest.Parse(pod, o.Names)
 	if err != nil {
 		return nil, nil, &Denied{Reason: "invalid vGPU request: " + err.Error()}
 	}
 	if len(asks) == 0 {
-		return nil, nil, nil
+		return ops, nil, nil
 	}
 	opts, err := api.ParsePodOptions(pod.Annotations)
 	if err != nil {
 		return nil, nil, &Denied{Reason: "invalid vGPU request: " + err.Error()}
 	}
-	var ops []Op
 	var warnings []string
 	if o.SchedulerName != "" && (pod.Spec.SchedulerName == "" || pod.Spec.SchedulerName == corev1.DefaultSchedulerName) {
 		ops = append(ops, Op{Op: "add", Path: "/spec/schedulerName", Value: o.SchedulerName})
@@ -95,6 +99,53 @@ func Mutate(pod *corev1.Pod, o Options) ([]Op, []string, error) {
 		ops = append(ops, Op{Op: "add", Path: "/metadata/annotations/" + escape(api.RequestsKey), Value: value})
 	}
 	return ops, warnings, nil
+}
+
+// withNumber returns pod with vgpu-number 1 added to every container that
+// asks vgpu-memory without it, and the ops that add it.
+func withNumber(pod *corev1.Pod, names api.ResourceNames) (*corev1.Pod, []Op) {
+	var ops []Op
+	var out *corev1.Pod
+	for _, f := range []struct {
+		field string
+		init  bool
+	}{{"initContainers", true}, {"containers", false}} {
+		list := pod.Spec.Containers
+		if f.init {
+			list = pod.Spec.InitContainers
+		}
+		for i := range list {
+			c := &list[i]
+			_, hasN := c.Resources.Limits[corev1.ResourceName(names.Number)]
+			_, hasNReq := c.Resources.Requests[corev1.ResourceName(names.Number)]
+			_, hasMem := c.Resources.Limits[corev1.ResourceName(names.Memory)]
+			_, hasMemReq := c.Resources.Requests[corev1.ResourceName(names.Memory)]
+			if hasN || hasNReq || !(hasMem || hasMemReq) {
+				continue
+			}
+			if out == nil {
+				out = pod.DeepCopy()
+			}
+			dst := &out.Spec.Containers[i]
+			if f.init {
+				dst = &out.Spec.InitContainers[i]
+			}
+			path := fmt.Sprintf("/spec/%s/%d", f.field, i)
+			one := resource.MustParse("1")
+			if dst.Resources.Limits != nil {
+				dst.Resources.Limits[corev1.ResourceName(names.Number)] = one
+				ops = append(ops, Op{Op: "add", Path: path + "/resources/limits/" + escape(names.Number), Value: "1"})
+			}
+			if dst.Resources.Requests != nil {
+				dst.Resources.Requests[corev1.ResourceName(names.Number)] = one
+				ops = append(ops, Op{Op: "add", Path: path + "/resources/requests/" + escape(names.Number), Value: "1"})
+			}
+		}
+	}
+	if out == nil {
+		return pod, nil
+	}
+	return out, ops
 }
 
 // container finds a container and its JSON pointer.
