@@ -16,11 +16,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// withPreempt restarts vc-scheduler with the shipped configuration plus
-// Volcano's preempt action in its topology-aware mode (README,
-// "Preemption"), and restores the shipped one when the test ends. Tests of
-// this binary run one at a time, so no other test sees the change.
-func withPreempt(t *testing.T, ctx context.Context) {
+// withActions restarts vc-scheduler with the shipped configuration but the
+// given actions line and extra configuration text, and restores the shipped
+// one when the test ends. Tests of this binary run one at a time, so no other
+// test sees the change.
+func withActions(t *testing.T, ctx context.Context, actions, extra string) {
 	t.Helper()
 	cfg := &shared.cl.Config
 	shipped := cfg.SchedulerConf
@@ -28,20 +28,19 @@ func withPreempt(t *testing.T, ctx context.Context) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const actions = `actions: "enqueue, allocate, backfill"`
-	if !strings.Contains(string(b), actions) {
-		t.Fatalf("%s does not say %s", shipped, actions)
+	const line = `actions: "enqueue, allocate, backfill"`
+	if !strings.Contains(string(b), line) {
+		t.Fatalf("%s does not say %s", shipped, line)
 	}
-	conf := strings.Replace(string(b), actions, `actions: "enqueue, allocate, preempt, backfill"`, 1) +
-		"configurations:\n- name: preempt\n  arguments:\n    enableTopologyAwarePreemption: true\n"
-	path := filepath.Join(t.TempDir(), "volcano-scheduler-preempt.conf")
+	conf := strings.Replace(string(b), line, fmt.Sprintf("actions: %q", actions), 1) + extra
+	path := filepath.Join(t.TempDir(), "volcano-scheduler.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg.SchedulerConf = path
 	if err := shared.cl.RestartScheduler(ctx); err != nil {
 		cfg.SchedulerConf = shipped
-		t.Fatalf("restart vc-scheduler with preempt: %v", err)
+		t.Fatalf("restart vc-scheduler with actions %q: %v", actions, err)
 	}
 	t.Cleanup(func() {
 		cfg.SchedulerConf = shipped
@@ -51,6 +50,13 @@ func withPreempt(t *testing.T, ctx context.Context) {
 			t.Errorf("restore vc-scheduler's configuration: %v", err)
 		}
 	})
+}
+
+// withPreempt: Volcano's preempt action in its topology-aware mode (README,
+// "Preemption").
+func withPreempt(t *testing.T, ctx context.Context) {
+	withActions(t, ctx, "enqueue, allocate, preempt, backfill",
+		"configurations:\n- name: preempt\n  arguments:\n    enableTopologyAwarePreemption: true\n")
 }
 
 // priorityClass creates a cluster-wide PriorityClass for the test.
@@ -134,6 +140,69 @@ func TestScenarioPreemptTakesOneGPU(t *testing.T) {
 	t.Logf("high-priority task on %s; evicted pods were on %v; %d kept", urgentGPU, evicted, len(kept))
 	if len(evicted) != 2 || evicted[0] != urgentGPU || evicted[1] != urgentGPU {
 		t.Errorf("evicted pods on %v, want exactly the two on %s", evicted, urgentGPU)
+	}
+	checkNoDoubleBooking(t, ctx)
+}
+
+// TestScenarioReclaimLentGPUs: a queue fills every GPU of the cluster with
+// whole-GPU tasks while the other queue of equal weight is idle (lent
+// capacity). When the other queue's two whole-GPU tasks arrive, Volcano's
+// reclaim action takes two GPUs back: exactly two of the borrower's tasks
+// are evicted and the lender's two run, each alone on a GPU.
+func TestScenarioReclaimLentGPUs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns := newNamespace(t, ctx)
+	lender, borrower := queueName(ns, "lend"), queueName(ns, "borrow")
+	newQueue(t, ctx, ns, lender, 1, nil)
+	newQueue(t, ctx, ns, borrower, 1, nil)
+	waitNodeFree(t, ctx, nodeNames()...)
+	waitNoOtherPodGroups(t, ctx, ns)
+	withActions(t, ctx, "enqueue, allocate, reclaim, backfill", "")
+
+	gpus := 0
+	for _, n := range shared.cl.Nodes {
+		gpus += len(n.GPUs)
+	}
+	fill := gpuJob(ns, "borrow", int32(gpus), 1, 0, 0, nil) // whole GPUs
+	fill.Spec.Queue, fill.Spec.MinAvailable = borrower, 1
+	createJob(t, ctx, fill)
+	before := map[string]bool{}
+	for _, p := range waitPodsRunning(t, ctx, ns, gpus) {
+		before[string(p.UID)] = true
+	}
+
+	back := gpuJob(ns, "lend", 2, 1, 0, 0, nil)
+	back.Spec.Queue, back.Spec.MinAvailable = lender, 2
+	createJob(t, ctx, back)
+	var lent []corev1.Pod
+	waitFor(t, ctx, "the lender's two tasks running", func() error {
+		lent = lent[:0]
+		for _, p := range listPods(t, ctx, ns) {
+			if strings.HasPrefix(p.Name, "lend-") && p.Status.Phase == corev1.PodRunning {
+				lent = append(lent, p)
+			}
+		}
+		if len(lent) != 2 {
+			return fmt.Errorf("%d running", len(lent))
+		}
+		return nil
+	})
+	evicted := 0
+	live := map[string]bool{}
+	for _, p := range listPods(t, ctx, ns) {
+		if p.DeletionTimestamp == nil && !podDone(p) {
+			live[string(p.UID)] = true
+		}
+	}
+	for uid := range before {
+		if !live[uid] {
+			evicted++
+		}
+	}
+	t.Logf("reclaim: %d of the borrower's %d whole-GPU tasks evicted for the lender's 2", evicted, gpus)
+	if evicted != 2 {
+		t.Errorf("%d borrower tasks evicted, want exactly 2 (one per whole GPU the lender needs)", evicted)
 	}
 	checkNoDoubleBooking(t, ctx)
 }
