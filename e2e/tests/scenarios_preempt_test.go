@@ -153,11 +153,7 @@ func TestScenarioReclaimLentGPUs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ns := newNamespace(t, ctx)
-	lender, borrower := queueName(ns, "lend"), queueName(ns, "borrow")
-	newQueue(t, ctx, ns, lender, 1, nil)
-	newQueue(t, ctx, ns, borrower, 1, nil)
-	waitNodeFree(t, ctx, nodeNames()...)
-	waitNoOtherPodGroups(t, ctx, ns)
+	lender, borrower := twoQueues(t, ctx, ns, "lend", 1, "borrow", 1)
 	withActions(t, ctx, "enqueue, allocate, reclaim, backfill", "")
 
 	gpus := 0

@@ -94,53 +94,10 @@ func TestScenarioQueueWeights(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ns := newNamespace(t, ctx)
-	light, heavy := queueName(ns, "w1"), queueName(ns, "w3")
-	newQueue(t, ctx, ns, light, 1, nil)
-	newQueue(t, ctx, ns, heavy, 3, nil)
-	waitNodeFree(t, ctx, nodeNames()...)
-	waitNoOtherPodGroups(t, ctx, ns)
-
-	for _, j := range []struct {
-		name, queue string
-		n           int32
-	}{{"light", light, 40}, {"heavy", heavy, 100}} {
-		job := gpuJob(ns, j.name, j.n, 1, 20480, 0, nil)
-		job.Spec.Queue, job.Spec.MinAvailable = j.queue, 1
-		job.Spec.Tasks[0].Template.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: holdGate}}
-		createJob(t, ctx, job)
-	}
-	waitFor(t, ctx, "140 gated pods", func() error {
-		if n := len(listPods(t, ctx, ns)); n != 140 {
-			return fmt.Errorf("%d pods", n)
-		}
-		return nil
-	})
-	start := time.Now()
-	ungate(t, ctx, ns, listPods(t, ctx, ns))
-
-	var lightMiB, heavyMiB int64
-	var nLight, nHeavy int
-	var since time.Time
-	waitFor(t, ctx, "queue allocations to settle", func() error {
-		running, _ := splitBound(listPods(t, ctx, ns))
-		var l, h []corev1.Pod
-		for _, p := range running {
-			if strings.HasPrefix(p.Name, "light-") {
-				l = append(l, p)
-			} else {
-				h = append(h, p)
-			}
-		}
-		if len(l) != nLight || len(h) != nHeavy || len(running) == 0 {
-			nLight, nHeavy, since = len(l), len(h), time.Now()
-			return fmt.Errorf("%d light, %d heavy running", len(l), len(h))
-		}
-		if time.Since(since) < 4*time.Second {
-			return fmt.Errorf("%d light, %d heavy running; holding", len(l), len(h))
-		}
-		lightMiB, heavyMiB = vgpuMemoryOf(l), vgpuMemoryOf(h)
-		return nil
-	})
+	light, heavy := twoQueues(t, ctx, ns, "w1", 1, "w3", 3)
+	start := competeGated(t, ctx, ns, gatedJob{"light", light, 40, 1}, gatedJob{"heavy", heavy, 100, 1})
+	l, h, since := settledSplit(t, ctx, ns, "light-")
+	lightMiB, heavyMiB, nLight, nHeavy := vgpuMemoryOf(l), vgpuMemoryOf(h), len(l), len(h)
 	settled := since.Sub(start)
 	ratio := float64(heavyMiB) / float64(lightMiB)
 	t.Logf("queue weights 1:3 → vgpu-memory %d MiB (%d tasks) : %d MiB (%d tasks) = 1:%.2f, settled %s after the gates lifted",
@@ -292,53 +249,10 @@ func TestScenarioQueueSharesByTotals(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ns := newNamespace(t, ctx)
-	pairsQ, singlesQ := queueName(ns, "pairs"), queueName(ns, "singles")
-	newQueue(t, ctx, ns, pairsQ, 1, nil)
-	newQueue(t, ctx, ns, singlesQ, 1, nil)
-	waitNodeFree(t, ctx, nodeNames()...)
-	waitNoOtherPodGroups(t, ctx, ns)
-
-	for _, j := range []struct {
-		name, queue string
-		n           int32
-		gpus        int64
-	}{{"pairs", pairsQ, 60, 2}, {"singles", singlesQ, 110, 1}} {
-		job := gpuJob(ns, j.name, j.n, j.gpus, 20480, 0, nil)
-		job.Spec.Queue, job.Spec.MinAvailable = j.queue, 1
-		job.Spec.Tasks[0].Template.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: holdGate}}
-		createJob(t, ctx, job)
-	}
-	waitFor(t, ctx, "170 gated pods", func() error {
-		if n := len(listPods(t, ctx, ns)); n != 170 {
-			return fmt.Errorf("%d pods", n)
-		}
-		return nil
-	})
-	ungate(t, ctx, ns, listPods(t, ctx, ns))
-
-	var pairsMiB, singlesMiB int64
-	var nPairs, nSingles int
-	var since time.Time
-	waitFor(t, ctx, "queue allocations to settle", func() error {
-		running, _ := splitBound(listPods(t, ctx, ns))
-		var pr, sg []corev1.Pod
-		for _, p := range running {
-			if strings.HasPrefix(p.Name, "pairs-") {
-				pr = append(pr, p)
-			} else {
-				sg = append(sg, p)
-			}
-		}
-		if len(pr) != nPairs || len(sg) != nSingles || len(running) == 0 {
-			nPairs, nSingles, since = len(pr), len(sg), time.Now()
-			return fmt.Errorf("%d pairs, %d singles running", len(pr), len(sg))
-		}
-		if time.Since(since) < 4*time.Second {
-			return fmt.Errorf("%d pairs, %d singles running; holding", len(pr), len(sg))
-		}
-		pairsMiB, singlesMiB = vgpuMemoryOf(pr), vgpuMemoryOf(sg)
-		return nil
-	})
+	pairsQ, singlesQ := twoQueues(t, ctx, ns, "pairs", 1, "singles", 1)
+	competeGated(t, ctx, ns, gatedJob{"pairs", pairsQ, 60, 2}, gatedJob{"singles", singlesQ, 110, 1})
+	pr, sg, _ := settledSplit(t, ctx, ns, "pairs-")
+	pairsMiB, singlesMiB, nPairs, nSingles := vgpuMemoryOf(pr), vgpuMemoryOf(sg), len(pr), len(sg)
 	ratio := float64(pairsMiB) / float64(singlesMiB)
 	t.Logf("equal weights, 2-GPU vs 1-GPU tasks of 20480 MiB per GPU → vgpu-memory %d MiB (%d tasks) : %d MiB (%d tasks) = %.2f:1",
 		pairsMiB, nPairs, singlesMiB, nSingles, ratio)
@@ -349,4 +263,75 @@ func TestScenarioQueueSharesByTotals(t *testing.T) {
 		t.Errorf("vgpu-memory split %.2f:1 between queues of equal weight, want 1:1 ± 20%% (by totals)", ratio)
 	}
 	checkNoDoubleBooking(t, ctx)
+}
+
+// twoQueues creates queues named after ns with the suffixes and weights, on
+// an idle cluster (no other test's pods or PodGroups).
+func twoQueues(t *testing.T, ctx context.Context, ns, a string, wa int32, b string, wb int32) (string, string) {
+	t.Helper()
+	qa, qb := queueName(ns, a), queueName(ns, b)
+	newQueue(t, ctx, ns, qa, wa, nil)
+	newQueue(t, ctx, ns, qb, wb, nil)
+	waitNodeFree(t, ctx, nodeNames()...)
+	waitNoOtherPodGroups(t, ctx, ns)
+	return qa, qb
+}
+
+// gatedJob is a Job of n tasks of gpus GPUs × 20480 MiB in queue.
+type gatedJob struct {
+	name, queue string
+	n           int32
+	gpus        int64
+}
+
+// competeGated creates the jobs with every pod behind a scheduling gate and
+// lifts the gates once all exist, so no queue gets a head start; it returns
+// when the gates are lifted.
+func competeGated(t *testing.T, ctx context.Context, ns string, jobs ...gatedJob) time.Time {
+	t.Helper()
+	total := 0
+	for _, j := range jobs {
+		job := gpuJob(ns, j.name, j.n, j.gpus, 20480, 0, nil)
+		job.Spec.Queue, job.Spec.MinAvailable = j.queue, 1
+		job.Spec.Tasks[0].Template.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: holdGate}}
+		createJob(t, ctx, job)
+		total += int(j.n)
+	}
+	waitFor(t, ctx, fmt.Sprintf("%d gated pods", total), func() error {
+		if n := len(listPods(t, ctx, ns)); n != total {
+			return fmt.Errorf("%d pods", n)
+		}
+		return nil
+	})
+	start := time.Now()
+	ungate(t, ctx, ns, listPods(t, ctx, ns))
+	return start
+}
+
+// settledSplit waits until the running pods of ns hold steady for 4 s and
+// returns those whose name starts with prefix, the others, and when the
+// counts last changed.
+func settledSplit(t *testing.T, ctx context.Context, ns, prefix string) (in, out []corev1.Pod, since time.Time) {
+	t.Helper()
+	nIn, nOut := -1, -1
+	waitFor(t, ctx, "queue allocations to settle", func() error {
+		running, _ := splitBound(listPods(t, ctx, ns))
+		in, out = in[:0], out[:0]
+		for _, p := range running {
+			if strings.HasPrefix(p.Name, prefix) {
+				in = append(in, p)
+			} else {
+				out = append(out, p)
+			}
+		}
+		if len(in) != nIn || len(out) != nOut || len(running) == 0 {
+			nIn, nOut, since = len(in), len(out), time.Now()
+			return fmt.Errorf("%d %s*, %d others running", len(in), prefix, len(out))
+		}
+		if time.Since(since) < 4*time.Second {
+			return fmt.Errorf("%d %s*, %d others running; holding", len(in), prefix, len(out))
+		}
+		return nil
+	})
+	return in, out, since
 }

@@ -70,23 +70,19 @@ func (p *plugin) simNode(state fwk.CycleState, name string) *placement.Node {
 
 // simulateRemove frees the GPUs of a candidate victim in the simulation.
 func (p *plugin) simulateRemove(_ context.Context, state fwk.CycleState, _ *schedapi.TaskInfo, victim *schedapi.TaskInfo, node *schedapi.NodeInfo) error {
-	pl, ok := p.booked[victim.UID]
-	if !ok || state == nil {
-		return nil
-	}
-	n := p.simNode(state, node.Name)
-	if n == nil {
-		return nil
-	}
-	p.log.V(5).Info("Preemption simulation: evicting", "pod", klog.KObj(victim.Pod), "node", node.Name)
-	if err := placement.Release(n, pl); err != nil {
-		return fmt.Errorf("vgpu: simulating the eviction of %s/%s: %w", victim.Namespace, victim.Name, err)
-	}
-	return nil
+	return p.simulate(state, victim, node, "evicting", placement.Release)
 }
 
 // simulateAdd books a reprieved victim's GPUs again in the simulation.
 func (p *plugin) simulateAdd(_ context.Context, state fwk.CycleState, _ *schedapi.TaskInfo, task *schedapi.TaskInfo, node *schedapi.NodeInfo) error {
+	return p.simulate(state, task, node, "putting back", placement.Apply)
+}
+
+// simulate applies change (Release or Apply) with the task's booked GPUs to
+// the node's simulated GPUs; a task without GPUs or a node without GPU state
+// changes nothing.
+func (p *plugin) simulate(state fwk.CycleState, task *schedapi.TaskInfo, node *schedapi.NodeInfo, what string,
+	change func(*placement.Node, placement.Placement) error) error {
 	pl, ok := p.booked[task.UID]
 	if !ok || state == nil {
 		return nil
@@ -95,8 +91,9 @@ func (p *plugin) simulateAdd(_ context.Context, state fwk.CycleState, _ *schedap
 	if n == nil {
 		return nil
 	}
-	if err := placement.Apply(n, pl); err != nil {
-		return fmt.Errorf("vgpu: simulating %s/%s back on %s: %w", task.Namespace, task.Name, node.Name, err)
+	p.log.V(5).Info("Preemption simulation: "+what, "pod", klog.KObj(task.Pod), "node", node.Name)
+	if err := change(n, pl); err != nil {
+		return fmt.Errorf("vgpu: simulating %s %s/%s on %s: %w", what, task.Namespace, task.Name, node.Name, err)
 	}
 	return nil
 }
