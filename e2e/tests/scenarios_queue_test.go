@@ -149,8 +149,7 @@ func TestScenarioQueueCapability(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ns := newNamespace(t, ctx)
-	capped := queueName(ns, "cap")
-	newQueue(t, ctx, ns, capped, 1, corev1.ResourceList{api.DefaultResourceMemory: resource.MustParse("40960")})
+	capped := cappedQueue(t, ctx, ns, "cap", 40960)
 	job := gpuJob(ns, "capped", 4, 1, 20480, 0, nil)
 	job.Spec.Queue, job.Spec.MinAvailable = capped, 1
 	createJob(t, ctx, job)
@@ -181,8 +180,7 @@ func TestScenarioQueueCountsTotals(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ns := newNamespace(t, ctx)
-	capped := queueName(ns, "tot")
-	newQueue(t, ctx, ns, capped, 1, corev1.ResourceList{api.DefaultResourceMemory: resource.MustParse("16384")})
+	capped := cappedQueue(t, ctx, ns, "tot", 16384)
 	pair := gpuJob(ns, "pair", 1, 2, 8192, 0, nil)
 	pair.Spec.Queue = capped
 	createJob(t, ctx, pair)
@@ -334,4 +332,13 @@ func settledSplit(t *testing.T, ctx context.Context, ns, prefix string) (in, out
 		return nil
 	})
 	return in, out, since
+}
+
+// cappedQueue creates a queue named after ns whose capability is capMiB of
+// vgpu-memory.
+func cappedQueue(t *testing.T, ctx context.Context, ns, suffix string, capMiB int64) string {
+	t.Helper()
+	name := queueName(ns, suffix)
+	newQueue(t, ctx, ns, name, 1, corev1.ResourceList{api.DefaultResourceMemory: *resource.NewQuantity(capMiB, resource.DecimalSI)})
+	return name
 }
