@@ -164,6 +164,8 @@ func TestValuesThatFail(t *testing.T) {
 		{name: "ServiceMonitor without metrics", sets: []string{"metrics.enabled=false", "metrics.serviceMonitor.enabled=true"}, want: "metrics.serviceMonitor.enabled needs metrics.enabled: true"},
 		{name: "dashboard without metrics", sets: []string{"metrics.enabled=false", "metrics.dashboard.enabled=true"}, want: "metrics.dashboard.enabled needs metrics.enabled: true"},
 		{name: "replicas without leader election", sets: []string{"scheduler.replicas=2", "scheduler.leaderElection.enabled=false"}, want: "every replica would schedule the same pods"},
+		{name: "assignment policy with nobody to write", sets: []string{"scheduler.enabled=false"}, want: "needs assignmentPolicy.writers"},
+		{name: "assignment writer with a quote", sets: []string{"assignmentPolicy.writers[0]=a'b"}, want: "assignmentPolicy.writers[0] must be a user name"},
 		{name: "nothing enabled", sets: []string{"scheduler.enabled=false", "devicePlugin.enabled=false"}, want: "nothing to install"},
 		{name: "unknown webhook certificate mode", sets: []string{"admission.tls.mode=selfsigned"}, want: `admission.tls.mode must be one of helm, certManager, secret, got "selfsigned"`},
 		{name: "own webhook Secret without its CA", sets: []string{"admission.tls.mode=secret", "admission.tls.secretName=tls"}, want: "admission.tls.mode secret needs admission.tls.secretName"},

@@ -37,6 +37,9 @@ const (
 	manifestPath      = "installer/manifests/volcano-vgpu.yaml"
 	manifestNamespace = "volcano-system"
 	nodeNameExtra     = "authentication.kubernetes.io/node-name"
+	// assignmentPolicySuffix ends the name of the policy that lets only the
+	// scheduler write the assignment annotation.
+	assignmentPolicySuffix = "-assignment-writers"
 )
 
 // TestInstallerManifests creates the plain manifests for real on the
@@ -98,6 +101,9 @@ func TestInstallerManifests(t *testing.T) {
 	t.Run("device plugin only on its own node", func(t *testing.T) {
 		testOwnNodePolicy(t, ctx, ns, dpSA, schedSA)
 	})
+	t.Run("only the scheduler writes assignments", func(t *testing.T) {
+		testAssignmentWriters(t, ctx, ns, dpSA, schedSA)
+	})
 }
 
 // installerObjects reads the plain manifests and moves them into ns:
@@ -134,6 +140,12 @@ func installerObjects(t *testing.T, ns, suffix string) []*unstructured.Unstructu
 			o.SetName(o.GetName() + "-" + suffix)
 			name, _, _ := unstructured.NestedString(m, "spec", "policyName")
 			_ = unstructured.SetNestedField(m, name+"-"+suffix, "spec", "policyName")
+			if strings.HasSuffix(name, assignmentPolicySuffix) {
+				// It binds every writer but the test's scheduler: kept to the
+				// test's namespace, it never refuses the running cluster's.
+				_ = unstructured.SetNestedStringMap(m, map[string]string{"kubernetes.io/metadata.name": ns},
+					"spec", "matchResources", "namespaceSelector", "matchLabels")
+			}
 		case "DaemonSet": // never on a simulated GPU node, should a DaemonSet controller ever run
 			_ = unstructured.SetNestedStringMap(m, map[string]string{"volcano-vgpu.io/e2e-no-such-node": "true"}, "spec", "template", "spec", "nodeSelector")
 		case "Deployment": // never a second scheduler named volcano
@@ -283,16 +295,7 @@ func testOwnNodePolicy(t *testing.T, ctx context.Context, ns, dpSA, schedSA stri
 		return nil
 	})
 
-	assignment := func(node string) string {
-		v, err := api.EncodeAssignment(api.Assignment{
-			PodUID: "0a1b", Node: node, Time: time.Unix(1700000000, 0).UTC(), Phase: api.PhaseAllocated,
-			Containers: []api.ContainerAssignment{{Name: "main", Devices: []api.DeviceShare{{UUID: "GPU-e2e", MemoryMiB: 1024, Cores: 10}}}},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, api.AssignmentKey, v)
-	}
+	assignment := func(node string) string { return assignmentPatch(t, node) }
 	for _, c := range []struct {
 		name string
 		do   func() error
@@ -318,7 +321,7 @@ func testOwnNodePolicy(t *testing.T, ctx context.Context, ns, dpSA, schedSA stri
 		{"own node: addresses", func() error {
 			return patchNode(asDP(own), own, `{"status":{"addresses":[{"type":"InternalIP","address":"192.0.2.1"}]}}`, "status")
 		}, "may not change node conditions, addresses"},
-		{"pod on its node: assignment", func() error { return patchPod(asDP(ghostA), podA, assignment(ghostA)) }, ""},
+		{"pod on its node: assignment", func() error { return patchPod(asDP(ghostA), podA, assignment(ghostA)) }, "only the GPU scheduler may set"},
 		{"pod on another node", func() error { return patchPod(asDP(ghostA), podB, assignment(ghostB)) }, "may change only pods bound to it"},
 		{"pod not yet bound", func() error { return patchPod(asDP(ghostA), unbound, assignment(ghostA)) }, "may change only pods bound to it"},
 		{"pod on its node: another annotation", func() error {
@@ -356,6 +359,24 @@ func testOwnNodePolicy(t *testing.T, ctx context.Context, ns, dpSA, schedSA stri
 			t.Fatalf("binding as %s: %v", schedSA, err)
 		}
 	})
+}
+
+// assignmentPatch is a merge patch setting a valid assignment for node.
+func assignmentPatch(t *testing.T, node string) string {
+	t.Helper()
+	return fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, api.AssignmentKey, assignmentValue(t, node))
+}
+
+func assignmentValue(t *testing.T, node string) string {
+	t.Helper()
+	v, err := api.EncodeAssignment(api.Assignment{
+		PodUID: "0a1b", Node: node, Time: time.Unix(1700000000, 0).UTC(), Phase: api.PhaseAllocated,
+		Containers: []api.ContainerAssignment{{Name: "main", Devices: []api.DeviceShare{{UUID: "GPU-e2e", MemoryMiB: 1024, Cores: 10}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 func isPolicyDenial(err error) bool {
