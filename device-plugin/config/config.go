@@ -110,6 +110,11 @@ type Allocate struct {
 	AssignmentWait Duration `json:"assignmentWait"`
 	// GCPeriod: how often limiter files of deleted pods are removed.
 	GCPeriod Duration `json:"gcPeriod"`
+	// Reschedule: delete the pods kubelet failed at admission because
+	// Allocate refused them (after an Event saying why), so that their
+	// controller creates them again and the scheduler places them anew.
+	// Kubelet never retries such a pod. Off by default: it deletes pods.
+	Reschedule bool `json:"reschedule"`
 }
 
 // DefaultIgnoredXIDs are application errors that say nothing about the GPU.

@@ -27,6 +27,7 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/match"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/metrics"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/podresources"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/reschedule"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/replica"
 )
 
@@ -57,6 +58,7 @@ type Plugin struct {
 	topo     gpu.Topology
 	health   *health.Tracker
 	metrics  *metrics.Metrics
+	resched  *reschedule.Rescheduler // nil unless allocate.reschedule
 
 	mu          sync.Mutex
 	pods        map[string]*podEntry             // UID → entry, pods bound here that request vgpu-number

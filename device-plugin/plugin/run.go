@@ -18,6 +18,7 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/compute"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/dpserver"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/nodereport"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/reschedule"
 )
 
 // Run starts everything and blocks until ctx ends. A value on restart
@@ -25,13 +26,20 @@ import (
 func (p *Plugin) Run(ctx context.Context, restart <-chan struct{}) error {
 	logger := klog.FromContext(ctx).WithValues("node", p.opts.Node)
 	ctx = klog.NewContext(ctx, logger)
-	if err := p.startInformers(ctx); err != nil {
-		return err
-	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if p.opts.Config.Allocate.Reschedule {
+		rec, stop := reschedule.Recorder(ctx, p.opts.Client, p.opts.Node)
+		defer stop()
+		p.resched = reschedule.New(p.opts.Client, rec, p.opts.Node, p.resource, p.opts.Clock)
+		wg.Add(1)
+		go func() { defer wg.Done(); p.resched.Run(ctx) }()
+	}
+	if err := p.startInformers(ctx); err != nil {
+		return err
+	}
 	errs := make(chan error, 3)
 	goRun := func(name string, fn func() error) {
 		wg.Add(1)
@@ -204,6 +212,9 @@ func (p *Plugin) reconcileRestored(ctx context.Context) {
 func (p *Plugin) onPod(obj any) {
 	if pod, ok := obj.(*corev1.Pod); ok {
 		p.upsertPod(pod)
+		if p.resched != nil {
+			p.resched.Observe(pod)
+		}
 	}
 }
 

@@ -40,7 +40,7 @@ func (c Config) RecordsDir(node string) string { return filepath.Join(c.NodeDir(
 func (c Config) devicePluginConfig() (string, error) {
 	path := filepath.Join(c.StateDir, "device-plugin.yaml")
 	lib := filepath.Join(c.Root, "vcuda", "_build", "libvcuda.so")
-	body := fmt.Sprintf("version: v1\nlimiter:\n  hostLibrary: %s\nreport:\n  heartbeatPeriod: 1m\n", lib)
+	body := fmt.Sprintf("version: v1\nlimiter:\n  hostLibrary: %s\nallocate:\n  reschedule: true\nreport:\n  heartbeatPeriod: 1m\n", lib)
 	if c.DevicePluginHAMi {
 		body += "  hami: true\n"
 	}

@@ -183,10 +183,11 @@ func (n *Node) reject(ctx context.Context, pod *corev1.Pod, rec *Record, err err
 	rec.Error, rec.Time = msg, time.Now().UTC()
 	logger := klog.FromContext(ctx)
 	logger.Info("Pod rejected", "node", n.name, "pod", klog.KObj(pod), "err", err)
-	n.event(ctx, pod, "UnexpectedAdmissionError", msg)
+	n.event(ctx, pod, admissionReason, msg)
 	if werr := n.writeRecord(rec); werr != nil {
 		logger.Error(werr, "Writing the pod record")
 	}
+	go n.failPod(context.WithoutCancel(ctx), pod, msg)
 }
 
 // preStart calls PreStartContainer for each allocated container, in order.

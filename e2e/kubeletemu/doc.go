@@ -25,7 +25,8 @@
 //   - Allocate with one container per call; on error the pod is rejected:
 //     its devices are released, the error is recorded and an Event with
 //     reason UnexpectedAdmissionError ("Allocate failed due to …, which is
-//     unexpected") is posted on the pod.
+//     unexpected") is posted on the pod, and the pod is marked Failed with
+//     that reason and message, as kubelet marks it.
 //   - PreStartContainer for every container once the pod is admitted, when
 //     the plugin asks for it; a failure is recorded with an Event (reason
 //     Failed), as a failed container start would be.
@@ -38,8 +39,8 @@
 //     checkpoint) and are not allocated again.
 //
 // What it does not emulate: the topology, CPU and memory managers (no NUMA
-// alignment), the pod status (kwok owns it: a rejected pod is not marked
-// Failed), container restarts (PreStart is called once per container),
+// alignment), the pod status other than a rejection's (kwok owns it),
+// container restarts (PreStart is called once per container),
 // CDI devices, the 5-minute grace before a vanished plugin's devices turn
 // unhealthy, and DRA. Where kubelet would fail a pod because the plugin is
 // not registered (yet, or again after a restart), the emulator waits up to

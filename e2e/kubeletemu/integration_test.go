@@ -283,6 +283,10 @@ func TestEndToEnd(t *testing.T) {
 		}
 		return false
 	})
+	c.waitFor("the rejected pod Failed with kubelet's reason", func() bool {
+		p, _ := c.client.CoreV1().Pods("ns").Get(ctx, "bad", metav1.GetOptions{})
+		return p != nil && p.Status.Phase == corev1.PodFailed && p.Status.Reason == "UnexpectedAdmissionError" && strings.Contains(p.Status.Message, "Allocate failed due to")
+	})
 
 	// Kubelet restarts: sockets wiped, kubelet.sock recreated. The plugin
 	// registers again; earlier pods keep their devices; new pods work.

@@ -19,6 +19,9 @@ var _ podresourcesv1.PodResourcesListerServer = (*podResources)(nil)
 
 func (s *podResources) List(context.Context, *podresourcesv1.ListPodResourcesRequest) (*podresourcesv1.ListPodResourcesResponse, error) {
 	n := s.node
+	if err := n.podResourcesDown(); err != nil {
+		return nil, err
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	resp := &podresourcesv1.ListPodResourcesResponse{}
@@ -35,6 +38,9 @@ func (s *podResources) List(context.Context, *podresourcesv1.ListPodResourcesReq
 
 func (s *podResources) Get(_ context.Context, req *podresourcesv1.GetPodResourcesRequest) (*podresourcesv1.GetPodResourcesResponse, error) {
 	n := s.node
+	if err := n.podResourcesDown(); err != nil {
+		return nil, err
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, p := range n.pods {

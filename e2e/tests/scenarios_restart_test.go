@@ -5,6 +5,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/reschedule"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/cluster"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/kubeletemu"
 )
@@ -113,11 +116,21 @@ func TestScenarioRestartsDuringBurst(t *testing.T) {
 	}
 	t.Logf("200 pods created in %s", took.Round(time.Millisecond))
 
+	// Every pod is bound, then Running, or failed by kubelet at admission
+	// (an Allocate call that died with the plugin) and maybe already deleted
+	// by the device plugin (allocate.reschedule) for its controller.
 	var bound time.Duration
-	waitFor(t, ctx, "all 200 pods bound and Running", func() error {
-		running, pending := splitBound(listPods(t, ctx, ns))
-		if len(running) != 200 {
-			return fmt.Errorf("%d running, %d unbound (first unbound: %s)", len(running), len(pending), firstReason(pending))
+	waitFor(t, ctx, "all 200 pods bound and Running or failed at admission", func() error {
+		pods := listPods(t, ctx, ns)
+		running, pending := splitBound(pods)
+		failed := 0
+		for _, p := range pods {
+			if p.Status.Phase == corev1.PodFailed {
+				failed++
+			}
+		}
+		if len(pending) > 0 || len(running)+failed+len(handedBack(t, ctx, ns, pods)) != 200 {
+			return fmt.Errorf("%d running, %d failed at admission, %d unbound (first unbound: %s)", len(running), failed, len(pending), firstReason(pending))
 		}
 		bound = time.Since(start)
 		return nil
@@ -192,18 +205,20 @@ func firstReason(pods []corev1.Pod) string {
 }
 
 // replaceCrashRejected waits until the kubelet emulator has a record of every
-// pod of ns, then deletes and recreates (from specs, by name) the pods it
-// rejected because a device plugin call failed at the transport level: the
-// plugin was killed mid-call. Kubelet fails such a pod (UnexpectedAdmission-
-// Error) and its controller replaces it; kwok leaves it Running, so the test
-// plays the controller. Any other rejection is left for waitAllAllocated to
-// report. It returns how many pods it replaced.
+// pod of ns, then recreates (from specs, by name) the pods it rejected
+// because a device plugin call failed at the transport level (the plugin was
+// killed mid-call): kubelet fails such a pod (UnexpectedAdmissionError), the
+// device plugin deletes it (allocate.reschedule) and its controller creates
+// it again; these pods have none, so the test plays the controller. A failed
+// pod not yet deleted is deleted here. Any other rejection is left for
+// waitAllAllocated to report. It returns how many pods it recreated.
 func replaceCrashRejected(t *testing.T, ctx context.Context, ns string, specs []*corev1.Pod) int {
 	t.Helper()
-	var rejected []corev1.Pod
+	var rejected, gone []string
 	waitFor(t, ctx, "a kubelet record of every pod", func() error {
 		rejected = rejected[:0]
-		for _, p := range listPods(t, ctx, ns) {
+		pods := listPods(t, ctx, ns)
+		for _, p := range pods {
 			rec, err := kubeletemu.ReadRecord(shared.cl.Config.SocketDir, p.Spec.NodeName, string(p.UID))
 			if err != nil {
 				return fmt.Errorf("%s: %v", p.Name, err)
@@ -211,7 +226,7 @@ func replaceCrashRejected(t *testing.T, ctx context.Context, ns string, specs []
 			switch {
 			case rec.Admitted:
 			case transportError(rec.Error):
-				rejected = append(rejected, p)
+				rejected = append(rejected, p.Name)
 			case strings.Contains(rec.Error, "no pod matches the device request"):
 				// While the kubelet emulator restarts, the plugin's PodResources
 				// lookup may fail past allocate.assignmentWait: its
@@ -220,8 +235,12 @@ func replaceCrashRejected(t *testing.T, ctx context.Context, ns string, specs []
 				// it must (it never guesses). Kubelet fails the pod and its
 				// controller replaces it, as for a transport error.
 				t.Logf("%s was refused after kubelet picked IDs on another GPU during a restart: %s", p.Name, rec.Error)
-				rejected = append(rejected, p)
+				rejected = append(rejected, p.Name)
 			}
+		}
+		gone = handedBack(t, ctx, ns, pods)
+		if len(pods)+len(gone) != len(specs) {
+			return fmt.Errorf("%d pods and %d deleted by the device plugin, want %d", len(pods), len(gone), len(specs))
 		}
 		return nil
 	})
@@ -229,24 +248,49 @@ func replaceCrashRejected(t *testing.T, ctx context.Context, ns string, specs []
 	for _, p := range specs {
 		byName[p.Name] = p
 	}
-	for _, p := range rejected {
-		t.Logf("replacing %s on %s", p.Name, p.Spec.NodeName)
+	for _, name := range rejected {
+		t.Logf("replacing %s", name)
 		zero := int64(0)
-		if err := shared.kube.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		if err := shared.kube.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)
 		}
-		waitFor(t, ctx, p.Name+" deleted", func() error {
-			_, err := shared.kube.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
+		waitFor(t, ctx, name+" deleted", func() error {
+			_, err := shared.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
 			return fmt.Errorf("still there (%v)", err)
 		})
-		if _, err := shared.kube.CoreV1().Pods(ns).Create(ctx, byName[p.Name].DeepCopy(), metav1.CreateOptions{}); err != nil {
+	}
+	for _, name := range append(rejected, gone...) {
+		if _, err := shared.kube.CoreV1().Pods(ns).Create(ctx, byName[name].DeepCopy(), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return len(rejected)
+	return len(rejected) + len(gone)
+}
+
+// handedBack names the pods of ns (among those not in pods) that the device
+// plugin deleted after kubelet failed them at admission: its Event is left.
+func handedBack(t *testing.T, ctx context.Context, ns string, pods []corev1.Pod) []string {
+	t.Helper()
+	evs, err := shared.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("reason", reschedule.EventReason).String(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	present := map[string]bool{}
+	for _, p := range pods {
+		present[p.Name] = true
+	}
+	var out []string
+	for _, e := range evs.Items {
+		if n := e.InvolvedObject.Name; !present[n] && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // transportError reports whether a kubelet record's error comes from a
