@@ -27,8 +27,8 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/match"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/metrics"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/podresources"
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/reschedule"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/replica"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/reschedule"
 )
 
 // Options are the plugin's dependencies.
