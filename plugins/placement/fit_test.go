@@ -92,6 +92,10 @@ func TestFit(t *testing.T) {
 		{name: "4 GPUs on NVSwitch with GPU 1 held", // links and binpack tie; {0,2,3,x} spans 2 NUMA nodes, {4,5,6,7} one
 			node: eight().NVSwitch().Exclusive(1).Obj(),
 			req:  pt.Req().GPUs(4, 10240, 25).Obj(), want: [][]int{{4, 5, 6, 7}}},
+		{name: "2 GPUs on a PCIe-only node stay on one NUMA node over binpack", // GPU1 partly used pulls {1,x}, but {1,2} and {1,3} cross NUMA (SYS); {2,3} share NUMA node 1
+			node: pt.Node("n1").GPUs(4, "L4", 23034).FlatPCIe(placement.PCIeSystem).PCIe(0, 1, placement.PCIeNode).PCIe(2, 3, placement.PCIeNode).
+				Use(1, 8192, 20).Exclusive(0).Obj(),
+			req: pt.Req().GPUs(2, 4096, 10).Obj(), want: [][]int{{2, 3}}},
 		{name: "2 GPUs on NVSwitch stack onto a partly used GPU", // NVLinked pairs skip PCIe, so binpack decides: {1,x}
 			node: eight().NVSwitch().Exclusive(0).Use(1, 8192, 10).Obj(),
 			req:  pt.Req().GPUs(2, 10240, 25).Obj(), want: [][]int{{1, 2}}},
