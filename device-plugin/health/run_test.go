@@ -42,7 +42,12 @@ func startRun(t *testing.T) *runEnv {
 	go func() {
 		defer close(done)
 		e.tr.Run(ctx, lib, e.devs, RunOptions{Clock: e.clock, ProbeInterval: 10 * time.Second, WaitMs: 5,
-			Save: func(s map[string]Unhealthy) error { e.mu.Lock(); e.saved = append(e.saved, s); e.mu.Unlock(); return nil }})
+			Save: func(s map[string]Unhealthy) error {
+				e.mu.Lock()
+				e.saved = append(e.saved, s)
+				e.mu.Unlock()
+				return nil
+			}})
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -171,6 +171,8 @@ func Descriptions(devs []gpu.Device, kept []gpu.Device) []gpu.Device {
 	for _, d := range byUUID {
 		out = append(out, d)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index || out[i].Index == out[j].Index && out[i].UUID < out[j].UUID })
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Index < out[j].Index || out[i].Index == out[j].Index && out[i].UUID < out[j].UUID
+	})
 	return out
 }

@@ -89,4 +89,3 @@ func TestDescribe(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
-

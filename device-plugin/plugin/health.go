@@ -114,4 +114,3 @@ func (p *Plugin) Registered() error {
 	}
 	return srv.Registered()
 }
-
