@@ -87,10 +87,11 @@ func TestRunGPUFallsOffAndComesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitFor(t, "the lost GPU unhealthy", func() bool { return !e.tr.Healthy(lost) })
-	for range 60 { // 10 minutes of probes, twice the quiet period
+	for range 60 { // 10 minutes of probes, twice the quiet period, each seen failing
+		before := e.tr.Counts().ProbeFailures[lost]
 		e.step(10 * time.Second)
+		e.waitFor(t, "the probe failing", func() bool { return e.tr.Counts().ProbeFailures[lost] > before })
 	}
-	e.waitFor(t, "a probe failure counted", func() bool { return e.tr.Counts().ProbeFailures[lost] > 0 })
 	if e.tr.Healthy(lost) {
 		t.Fatal("a lost GPU recovered without answering")
 	}
