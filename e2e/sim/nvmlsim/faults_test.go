@@ -91,19 +91,21 @@ func TestInjectFileLostAndReset(t *testing.T) {
 		f.Close()
 	}
 	lost := func() bool { _, ret := sim.DeviceGetHandleByIndex(1); return ret == nvml.ERROR_GPU_IS_LOST }
-	waitUntil := func(what string, cond func() bool) {
+	// Run skips what the file holds when it starts, which may be after a
+	// write here: write until the effect shows (the lines are idempotent).
+	until := func(what, line string, cond func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		for deadline := time.Now().Add(5 * time.Second); !cond(); {
+			appendLine(line)
+			time.Sleep(30 * time.Millisecond)
 			if time.Now().After(deadline) {
 				t.Fatalf("never %s", what)
 			}
 		}
 	}
-	appendLine("all lost\n1 lost\n") // "all lost" is refused, "1 lost" applies
-	waitUntil("lost", lost)
+	until("lost", "all lost\n1 lost\n", lost) // "all lost" is refused, "1 lost" applies
 	if _, ret := sim.DeviceGetHandleByIndex(0); ret != nvml.SUCCESS {
 		t.Errorf("GPU 0 was made lost by \"all lost\": %v", ret)
 	}
-	appendLine("1 reset\n")
-	waitUntil("back", func() bool { return !lost() })
+	until("back", "1 reset\n", func() bool { return !lost() })
 }
