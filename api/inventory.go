@@ -120,8 +120,9 @@ func (inv *Inventory) validate() error {
 			return fieldErr(k, f("uuid"), "a GPU UUID such as GPU-5a7c…, printable, at most 95 characters", fmt.Sprintf("%q", g.UUID))
 		case g.Model == "" || len(g.Model) > 128:
 			return fieldErr(k, f("model"), "a model name of 1 to 128 characters", fmt.Sprintf("%q", g.Model))
-		case g.MemoryMiB <= 0:
-			return fieldErr(k, f("memoryMiB"), "a positive number of MiB", g.MemoryMiB)
+		case g.MemoryMiB < 0 || g.MemoryMiB == 0 && g.Healthy:
+			// 0: an unhealthy GPU whose memory NVML could not read
+			return fieldErr(k, f("memoryMiB"), "a positive number of MiB (0 only on an unhealthy GPU)", g.MemoryMiB)
 		case g.NUMA < -1:
 			return fieldErr(k, f("numa"), "a NUMA node number, or -1 for unknown", g.NUMA)
 		case g.MaxShares < 1 || g.MaxShares > MaxShares:

@@ -27,6 +27,7 @@ import (
 
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/gpu"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/healthz"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/plugin"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/podresources"
 )
@@ -110,7 +111,7 @@ func Run(ctx context.Context, f Flags, open OpenDeviceLib) error {
 		return err
 	}
 	if cfg.MetricsAddress != "" {
-		if err := serveMetrics(ctx, cfg.MetricsAddress, reg); err != nil {
+		if err := serveMetrics(ctx, cfg.MetricsAddress, reg, p); err != nil {
 			return err
 		}
 	}
@@ -129,15 +130,35 @@ func Run(ctx context.Context, f Flags, open OpenDeviceLib) error {
 	return p.Run(ctx, restart)
 }
 
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry) error {
+// Checker is what the health endpoints ask.
+type Checker interface {
+	Live() error       // the health loops run
+	NVMLReady() error  // NVML answered lately
+	Registered() error // kubelet knows the plugin
+}
+
+// Mux serves /metrics and the health endpoints: /livez (the process and its
+// health loops run: the liveness probe; a kubelet restart does not fail it),
+// /readyz (NVML answers and kubelet has the plugin registered: the readiness
+// probe) and /healthz (every check, for people).
+func Mux(reg *prometheus.Registry, c Checker) *http.ServeMux {
+	live := healthz.Check{Name: "health loops", Fn: c.Live}
+	nvml := healthz.Check{Name: "NVML", Fn: c.NVMLReady}
+	kubelet := healthz.Check{Name: "kubelet registration", Fn: c.Registered}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/livez", healthz.Handler(live))
+	mux.Handle("/readyz", healthz.Handler(nvml, kubelet))
+	mux.Handle("/healthz", healthz.Handler(live, nvml, kubelet))
+	return mux
+}
+
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, c Checker) error {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("metricsAddress %s: %w (set another address, or \"\" to disable)", addr, err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: Mux(reg, c), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(lis) }()
 	go func() {
 		<-ctx.Done()

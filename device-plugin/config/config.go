@@ -91,8 +91,13 @@ func (l Limiter) ContextMiBFor(model string) uint32 {
 type Health struct {
 	Disabled    bool     `json:"disabled"`
 	IgnoredXIDs []uint64 `json:"ignoredXIDs"`
-	// RecoveryPeriod: a GPU with no critical Xid for this long is healthy again.
+	// RecoveryPeriod: the quiet period. A GPU made unhealthy by a critical
+	// Xid or a failed probe is healthy again only once a probe through NVML
+	// passes and no critical Xid or failed probe came for this long.
 	RecoveryPeriod Duration `json:"recoveryPeriod"`
+	// ProbeInterval: how often every GPU is probed (handle, memory, PCI,
+	// pending row remapping).
+	ProbeInterval Duration `json:"probeInterval"`
 }
 
 // Report configures the node annotations.
@@ -187,6 +192,7 @@ func (c *Config) applyDefaults() {
 		c.Health.IgnoredXIDs = append([]uint64(nil), DefaultIgnoredXIDs...)
 	}
 	defDuration(&c.Health.RecoveryPeriod, 5*time.Minute)
+	defDuration(&c.Health.ProbeInterval, 30*time.Second)
 	defDuration(&c.Report.HeartbeatPeriod, time.Minute)
 	defDuration(&c.Allocate.AssignmentWait, 10*time.Second)
 	defDuration(&c.Allocate.GCPeriod, time.Minute)
@@ -226,7 +232,7 @@ func (c *Config) Validate() error {
 		key string
 		d   Duration
 	}{
-		{"health.recoveryPeriod", c.Health.RecoveryPeriod}, {"report.heartbeatPeriod", c.Report.HeartbeatPeriod},
+		{"health.recoveryPeriod", c.Health.RecoveryPeriod}, {"health.probeInterval", c.Health.ProbeInterval}, {"report.heartbeatPeriod", c.Report.HeartbeatPeriod},
 		{"allocate.assignmentWait", c.Allocate.AssignmentWait}, {"allocate.gcPeriod", c.Allocate.GCPeriod},
 	} {
 		if d.d.Invalid != "" {
@@ -275,6 +281,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("maxShares: expected 1 to %d containers per GPU, got %d", api.MaxShares, c.MaxShares)
 	case c.Health.RecoveryPeriod.Duration < 0:
 		return fmt.Errorf("health.recoveryPeriod: expected a positive duration such as 5m, got %s", c.Health.RecoveryPeriod.Duration)
+	case c.Health.ProbeInterval.Duration < time.Second || c.Health.ProbeInterval.Duration > 10*time.Minute:
+		return fmt.Errorf("health.probeInterval: expected 1s to 10m, got %s", c.Health.ProbeInterval.Duration)
 	case c.Report.HeartbeatPeriod.Duration < time.Second:
 		return fmt.Errorf("report.heartbeatPeriod: expected at least 1s, got %s", c.Report.HeartbeatPeriod.Duration)
 	case c.Allocate.AssignmentWait.Duration < 0:

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/atomicfile"
 )
 
 // File names inside a container's directory.
@@ -169,24 +170,10 @@ func (s Store) GC(live func(podUID string) bool, minAge time.Duration, now time.
 	return removed, errors.Join(errs...)
 }
 
+// writeAtomic replaces a file durably (fsync of the file before the rename
+// and of the directory after it): a record must survive a power loss.
 func writeAtomic(path string, data []byte, mode fs.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, data, mode)
 }
 
 // CreateControl creates a container's control file for n devices with no

@@ -36,6 +36,7 @@ func (s *Server) Run(ctx context.Context, restart <-chan struct{}) error {
 	}
 	defer s.shutdown()
 	defer os.Remove(s.Socket())
+	defer s.setRegistered(false)
 
 	retry := s.RegisterRetry
 	if retry <= 0 {
@@ -50,6 +51,7 @@ func (s *Server) Run(ctx context.Context, restart <-chan struct{}) error {
 			return err
 		}
 		registered = false
+		s.setRegistered(false)
 		retryC = time.After(0)
 		return nil
 	}
@@ -89,6 +91,7 @@ func (s *Server) Run(ctx context.Context, restart <-chan struct{}) error {
 				// a kubelet that is dialling it after our registration.
 				logger.V(2).Info("Registering again with kubelet", "reason", pending)
 				registered, retryC = false, time.After(0)
+				s.setRegistered(false)
 			} else if err := startOver(pending); err != nil {
 				return err
 			}
@@ -120,6 +123,7 @@ func (s *Server) Run(ctx context.Context, restart <-chan struct{}) error {
 				continue
 			}
 			registered = true
+			s.setRegistered(true)
 			logger.Info("Registered with kubelet", "kubeletSocket", s.KubeletSocket, "endpoint", s.SocketName)
 		}
 	}

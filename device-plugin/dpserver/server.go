@@ -43,12 +43,38 @@ type Server struct {
 	// RegisterRetry is the pause between registration attempts (default 2s).
 	RegisterRetry time.Duration
 
-	mu   sync.Mutex
-	grpc *grpc.Server
-	stop chan struct{} // closed when the current gRPC server stops
+	mu         sync.Mutex
+	registered bool // kubelet accepted the current registration
+	grpc       *grpc.Server
+	stop       chan struct{} // closed when the current gRPC server stops
 }
 
 var _ pluginapi.DevicePluginServer = (*Server)(nil)
+
+// ErrNotRegistered is wrapped by Registered when kubelet does not know the
+// plugin (yet, or again after a kubelet restart).
+var ErrNotRegistered = errors.New("not registered with kubelet")
+
+// Registered reports whether kubelet accepted the plugin and its socket is
+// there to serve kubelet.
+func (s *Server) Registered() error {
+	s.mu.Lock()
+	ok := s.registered
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: %s (is kubelet running? the plugin registers again when kubelet.sock is recreated)", ErrNotRegistered, s.KubeletSocket)
+	}
+	if !exists(s.Socket()) {
+		return fmt.Errorf("%w: the plugin socket %s is gone", ErrNotRegistered, s.Socket())
+	}
+	return nil
+}
+
+func (s *Server) setRegistered(v bool) {
+	s.mu.Lock()
+	s.registered = v
+	s.mu.Unlock()
+}
 
 // Socket returns the plugin socket path.
 func (s *Server) Socket() string { return filepath.Join(s.PluginsDir, s.SocketName) }

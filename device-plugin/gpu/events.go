@@ -18,12 +18,9 @@ type nvmlEvents struct {
 var _ Events = (*nvmlEvents)(nil)
 
 // Events registers for critical Xid and double-bit ECC events on every GPU
-// that supports them.
+// that supports them and answers; only a failing event set is an error.
 func (l *nvmlLib) Events(devs []Device) (Events, error) {
-	hs, err := l.handles(devs)
-	if err != nil {
-		return nil, err
-	}
+	hs := l.handles(devs)
 	set, ret := l.lib.EventSetCreate()
 	if ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("NVML event set: %v", ret)
@@ -31,15 +28,16 @@ func (l *nvmlLib) Events(devs []Device) (Events, error) {
 	e := &nvmlEvents{set: set, byUUID: make(map[nvml.Device]string, len(hs))}
 	const wanted = nvml.EventTypeXidCriticalError | nvml.EventTypeDoubleBitEccError
 	for i, h := range hs {
+		if h == nil {
+			continue // no handle: the GPU's probe tells its health
+		}
 		e.byUUID[h] = devs[i].UUID
 		supported, ret := h.GetSupportedEventTypes()
 		if ret != nvml.SUCCESS {
-			continue // events unsupported: health stays as discovered
+			continue // events unsupported: the probe tells its health
 		}
-		if ret := h.RegisterEvents(wanted&supported, set); ret != nvml.SUCCESS && ret != nvml.ERROR_NOT_SUPPORTED {
-			_ = set.Free()
-			return nil, fmt.Errorf("GPU %s: register events: %v", devs[i].UUID, ret)
-		}
+		// A GPU that cannot register (lost) is left out: its probe fails.
+		_ = h.RegisterEvents(wanted&supported, set)
 	}
 	return e, nil
 }

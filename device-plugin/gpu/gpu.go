@@ -26,6 +26,10 @@ type Device struct {
 	// never offered, so the caps of a GPU's tenants fit what the card has.
 	ReservedMiB int64
 	NUMA        int // -1 when NVML does not know
+	// Failure says why NVML could not describe the GPU (empty: it could).
+	// Such a GPU is listed with what is known of it (UUID, when NVML gave
+	// it) and is offered as unhealthy, never left out silently.
+	Failure string
 }
 
 // Topology holds the pairwise links between the GPUs of Devices(), indexed
@@ -42,6 +46,13 @@ type Event struct {
 	XID uint64
 }
 
+// ErrGPULost is wrapped by Probe when NVML says the GPU is lost (fallen off
+// the bus: every call for it fails until it is reset or the node rebooted).
+var ErrGPULost = errors.New("GPU is lost")
+
+// ErrProbe is wrapped by every error Probe returns.
+var ErrProbe = errors.New("GPU did not answer NVML")
+
 // ErrTimeout is returned by Events.Wait when no event arrived in time.
 var ErrTimeout = errors.New("no GPU event before the timeout")
 
@@ -55,7 +66,12 @@ type Events interface {
 type DeviceLib interface {
 	Devices() ([]Device, error)
 	Topology(devs []Device) (Topology, error)
+	// Events registers for the health events of devs; a GPU NVML cannot
+	// register is left out (its probe tells its health).
 	Events(devs []Device) (Events, error)
+	// Probe asks NVML about one GPU (handle by UUID, memory, PCI, pending
+	// row remapping); nil means it answers and needs no reset.
+	Probe(uuid string) error
 	Shutdown()
 }
 
@@ -98,6 +114,9 @@ func (l *nvmlLib) Shutdown() { _ = l.lib.Shutdown() }
 // ComputeSource is the GPU-wide utilization the compute controller runs on.
 func (l realLib) ComputeSource() compute.Source { return &compute.NVMLSource{Lib: l.lib} }
 
+// Devices lists one Device per GPU NVML counts. A GPU NVML cannot describe
+// is listed with its Failure (and its UUID when NVML gave it): one bad GPU
+// never hides the others. Only a failing count is an error.
 func (l *nvmlLib) Devices() ([]Device, error) {
 	n, ret := l.lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
@@ -105,30 +124,32 @@ func (l *nvmlLib) Devices() ([]Device, error) {
 	}
 	devs := make([]Device, 0, n)
 	for i := 0; i < n; i++ {
-		d, err := l.device(i)
-		if err != nil {
-			return nil, fmt.Errorf("GPU %d: %w", i, err)
-		}
-		devs = append(devs, d)
+		devs = append(devs, l.device(i))
 	}
 	return devs, nil
 }
 
-func (l *nvmlLib) device(i int) (Device, error) {
+func (l *nvmlLib) device(i int) Device {
+	d := Device{Index: i, NUMA: -1}
+	fail := func(what string, ret nvml.Return) Device {
+		d.Failure = fmt.Sprintf("%s: %v", what, ret)
+		return d
+	}
 	h, ret := l.lib.DeviceGetHandleByIndex(i)
 	if ret != nvml.SUCCESS {
-		return Device{}, fmt.Errorf("handle: %v", ret)
+		return fail("handle", ret)
 	}
-	d := Device{Index: i, NUMA: -1}
 	if d.UUID, ret = h.GetUUID(); ret != nvml.SUCCESS {
-		return Device{}, fmt.Errorf("UUID: %v", ret)
+		d.UUID = ""
+		return fail("UUID", ret)
 	}
 	if d.Model, ret = h.GetName(); ret != nvml.SUCCESS {
-		return Device{}, fmt.Errorf("name: %v", ret)
+		d.Model = ""
+		return fail("name", ret)
 	}
 	mem, ret := h.GetMemoryInfo()
 	if ret != nvml.SUCCESS {
-		return Device{}, fmt.Errorf("memory info: %v", ret)
+		return fail("memory info", ret)
 	}
 	d.MemoryMiB = int64(mem.Total >> 20)
 	// Drivers with memory v2 say what they reserve (older ones: not supported).
@@ -138,25 +159,62 @@ func (l *nvmlLib) device(i int) (Device, error) {
 	}
 	pci, ret := h.GetPciInfo()
 	if ret != nvml.SUCCESS {
-		return Device{}, fmt.Errorf("PCI info: %v", ret)
+		d.MemoryMiB, d.ReservedMiB = 0, 0
+		return fail("PCI info", ret)
 	}
 	d.BusID = NormalizeBusID(cString(pci.BusId[:]))
 	if numa, ret := h.GetNumaNodeId(); ret == nvml.SUCCESS {
 		d.NUMA = numa
 	}
-	return d, nil
+	return d
 }
 
-func (l *nvmlLib) handles(devs []Device) ([]nvml.Device, error) {
+// Probe implements DeviceLib.
+func (l *nvmlLib) Probe(uuid string) error {
+	fail := func(what string, ret nvml.Return) error {
+		if ret == nvml.ERROR_GPU_IS_LOST {
+			return fmt.Errorf("%w: GPU %s: %s: %w (it fell off the bus: reset the GPU or reboot the node)", ErrProbe, uuid, what, ErrGPULost)
+		}
+		return fmt.Errorf("%w: GPU %s: %s: %v", ErrProbe, uuid, what, ret)
+	}
+	h, ret := l.lib.DeviceGetHandleByUUID(uuid)
+	if ret != nvml.SUCCESS {
+		return fail("handle", ret)
+	}
+	if _, ret := h.GetMemoryInfo(); ret != nvml.SUCCESS {
+		return fail("memory info", ret)
+	}
+	if _, ret := h.GetPciInfo(); ret != nvml.SUCCESS {
+		return fail("PCI info", ret)
+	}
+	// Ampere and later remap a row after an uncorrectable ECC error (Xid 48,
+	// 63, 64); until the GPU is reset the remapping is pending.
+	_, _, pending, failed, ret := h.GetRemappedRows()
+	switch {
+	case ret == nvml.ERROR_NOT_SUPPORTED:
+	case ret != nvml.SUCCESS:
+		return fail("remapped rows", ret)
+	case failed:
+		return fmt.Errorf("%w: GPU %s: row remapping failed (replace the GPU)", ErrProbe, uuid)
+	case pending:
+		return fmt.Errorf("%w: GPU %s: row remapping pending (reset the GPU: nvidia-smi -r)", ErrProbe, uuid)
+	}
+	return nil
+}
+
+// handles returns the NVML handle of each device, nil for a device that
+// failed discovery or whose handle NVML does not give now.
+func (l *nvmlLib) handles(devs []Device) []nvml.Device {
 	hs := make([]nvml.Device, len(devs))
 	for i, d := range devs {
-		h, ret := l.lib.DeviceGetHandleByUUID(d.UUID)
-		if ret != nvml.SUCCESS {
-			return nil, fmt.Errorf("GPU %s: handle: %v", d.UUID, ret)
+		if d.Failure != "" || d.UUID == "" {
+			continue
 		}
-		hs[i] = h
+		if h, ret := l.lib.DeviceGetHandleByUUID(d.UUID); ret == nvml.SUCCESS {
+			hs[i] = h
+		}
 	}
-	return hs, nil
+	return hs
 }
 
 // NormalizeBusID returns a PCI bus ID as domain(4):bus:device.function in

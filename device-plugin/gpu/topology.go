@@ -20,16 +20,18 @@ var pcieLevels = map[nvml.GpuTopologyLevel]api.PCIeLevel{
 // Topology measures the link matrix: PCIe distance from the common ancestor
 // of each pair, NVLink counts from each active link's remote end. Links to
 // an NVSwitch connect a GPU to every other GPU on the switch fabric, so two
-// GPUs that both reach the fabric get min(their switch links) NVLinks.
+// GPUs that both reach the fabric get min(their switch links) NVLinks. A GPU
+// NVML cannot reach has no NVLinks and the farthest PCIe level.
 func (l *nvmlLib) Topology(devs []Device) (Topology, error) {
-	hs, err := l.handles(devs)
-	if err != nil {
-		return Topology{}, err
-	}
+	hs := l.handles(devs)
 	n := len(devs)
 	t := Topology{NVLinks: square[int](n), PCIe: square[api.PCIeLevel](n)}
 	for i := range n {
 		for j := i + 1; j < n; j++ {
+			if hs[i] == nil || hs[j] == nil { // a GPU NVML cannot reach: as far as can be
+				t.PCIe[i][j], t.PCIe[j][i] = api.PCIeSystem, api.PCIeSystem
+				continue
+			}
 			lvl, ret := hs[i].GetTopologyCommonAncestor(hs[j])
 			if ret != nvml.SUCCESS {
 				return Topology{}, fmt.Errorf("PCIe common ancestor of GPUs %d and %d: %v", devs[i].Index, devs[j].Index, ret)
@@ -48,6 +50,9 @@ func (l *nvmlLib) Topology(devs []Device) (Topology, error) {
 	direct := square[int](n)
 	switchLinks := make([]int, n)
 	for i, h := range hs {
+		if h == nil {
+			continue // no links counted for a GPU NVML cannot reach
+		}
 		if err := countLinks(h, i, byBus, direct, switchLinks); err != nil {
 			return Topology{}, fmt.Errorf("NVLinks of GPU %d: %w", devs[i].Index, err)
 		}

@@ -27,10 +27,18 @@ type Container struct {
 	Cores                           int
 }
 
+// Health is the health tracker's counters.
+type Health struct {
+	EventWaitErrors uint64            // NVML event set failures (each retried)
+	ProbeFailures   map[string]uint64 // failed GPU probes by UUID
+	UnnamedGPUs     int               // GPUs NVML cannot name, left out of the inventory
+}
+
 // Snapshot is everything the gauges show.
 type Snapshot struct {
 	GPUs       []GPU
 	Containers []Container
+	Health     Health
 }
 
 // Allocation failure reasons (label values).
@@ -61,15 +69,18 @@ var (
 	descCoreAllo = prometheus.NewDesc(ns+"_gpu_cores_allocated_ratio", "Compute shares of the containers allocated on the GPU (1 = the whole GPU).", gpuLabels, nil)
 	descShares   = prometheus.NewDesc(ns+"_gpu_shares", "Containers allocated on the GPU.", gpuLabels, nil)
 	descSharesMx = prometheus.NewDesc(ns+"_gpu_shares_max", "Containers the GPU may serve (vgpu-number replicas).", gpuLabels, nil)
-	descHealthy  = prometheus.NewDesc(ns+"_gpu_healthy", "1 if the GPU is healthy, 0 after a critical Xid until it recovers.", gpuLabels, nil)
+	descHealthy  = prometheus.NewDesc(ns+"_gpu_healthy", "1 if the GPU is healthy, 0 after a critical Xid or a failed probe until a probe passes after the quiet period.", gpuLabels, nil)
 	descCMem     = prometheus.NewDesc(ns+"_container_memory_limit_bytes", "GPU memory limit of a container on one GPU.", containerLabels, nil)
 	descCCores   = prometheus.NewDesc(ns+"_container_cores_limit_ratio", "Compute share of a container on one GPU (1 = the whole GPU).", containerLabels, nil)
+	descWaitErr  = prometheus.NewDesc(ns+"_nvml_event_wait_errors_total", "NVML event set failures; each is retried with backoff while the probes watch the GPUs.", nil, nil)
+	descProbeErr = prometheus.NewDesc(ns+"_gpu_probe_failures_total", "Failed NVML probes of a GPU (lost, or a reset pending).", []string{"gpu_uuid"}, nil)
+	descUnnamed  = prometheus.NewDesc(ns+"_gpus_unnamed", "GPUs NVML counts but cannot name; they are missing from the inventory until a restart.", nil, nil)
 )
 
 type collector struct{ snapshot func() Snapshot }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descMemCap, descMemAlloc, descCoreCap, descCoreAllo, descShares, descSharesMx, descHealthy, descCMem, descCCores} {
+	for _, d := range []*prometheus.Desc{descMemCap, descMemAlloc, descCoreCap, descCoreAllo, descShares, descSharesMx, descHealthy, descCMem, descCCores, descWaitErr, descProbeErr, descUnnamed} {
 		ch <- d
 	}
 }
@@ -93,6 +104,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.d, prometheus.GaugeValue, m.v, l...)
 		}
 	}
+	ch <- prometheus.MustNewConstMetric(descWaitErr, prometheus.CounterValue, float64(s.Health.EventWaitErrors))
+	for u, n := range s.Health.ProbeFailures {
+		ch <- prometheus.MustNewConstMetric(descProbeErr, prometheus.CounterValue, float64(n), u)
+	}
+	ch <- prometheus.MustNewConstMetric(descUnnamed, prometheus.GaugeValue, float64(s.Health.UnnamedGPUs))
 	for _, c := range s.Containers {
 		l := []string{c.Namespace, c.Pod, c.Container, c.UUID}
 		ch <- prometheus.MustNewConstMetric(descCMem, prometheus.GaugeValue, float64(c.MemoryMiB)*mib, l...)

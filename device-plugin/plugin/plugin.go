@@ -8,6 +8,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -53,12 +54,16 @@ type Plugin struct {
 	opts     Options
 	resource corev1.ResourceName
 	store    containerdir.Store
-	preload  string // host path of the ld.so.preload file
-	devices  []gpu.Device
-	topo     gpu.Topology
-	health   *health.Tracker
-	metrics  *metrics.Metrics
-	resched  *reschedule.Rescheduler // nil unless allocate.reschedule
+	preload  string       // host path of the ld.so.preload file
+	devices  []gpu.Device // with those NVML could not describe now (Failure)
+	// described is the last full description of every GPU, kept in the
+	// health state; unnamed counts GPUs NVML could not even name.
+	described []gpu.Device
+	unnamed   int
+	topo      gpu.Topology
+	health    *health.Tracker
+	metrics   *metrics.Metrics
+	resched   *reschedule.Rescheduler // nil unless allocate.reschedule
 
 	mu          sync.Mutex
 	pods        map[string]*podEntry             // UID → entry, pods bound here that request vgpu-number
@@ -72,6 +77,7 @@ type Plugin struct {
 	synced      bool          // informers synced: GC may trust the pod cache
 	hamiPending bool          // deviceshare's handshake awaits an answer
 	devChanged  chan struct{} // closed when device health changes
+	server      *dpserver.Server
 	podChanged  chan struct{} // closed when the pod cache changes
 }
 
@@ -96,17 +102,15 @@ func New(ctx context.Context, o Options) (*Plugin, error) {
 		records: map[string][]containerdir.Record{}, names: map[string]string{}, named: map[string]int{}, gone: map[string]time.Time{}, devChanged: make(chan struct{}), podChanged: make(chan struct{}),
 	}
 	var err error
-	if p.devices, err = o.Lib.Devices(); err != nil {
-		return nil, fmt.Errorf("discovering GPUs: %w", err)
+	if err := os.MkdirAll(o.Config.StateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("stateDir %s: %w", o.Config.StateDir, err)
+	}
+	if err := p.discover(ctx); err != nil {
+		return nil, err
 	}
 	if p.topo, err = o.Lib.Topology(p.devices); err != nil {
 		return nil, fmt.Errorf("measuring GPU topology: %w", err)
 	}
-	uuids := make([]string, len(p.devices))
-	for i, d := range p.devices {
-		uuids[i] = d.UUID
-	}
-	p.health = health.NewTracker(uuids, o.Config.Health.IgnoredXIDs, o.Config.Health.RecoveryPeriod.Duration)
 	if o.Config.PreloadEnabled() {
 		if p.preload, err = p.store.WritePreload(o.Config.Limiter.ContainerLibrary); err != nil {
 			return nil, fmt.Errorf("writing %s under stateDir %s: %w", containerdir.PreloadFile, o.Config.StateDir, err)

@@ -96,7 +96,7 @@ func (p *Plugin) snapshot() metrics.Snapshot {
 	inv := p.Inventory()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := metrics.Snapshot{}
+	s := metrics.Snapshot{Health: p.healthSnapshot()}
 	idx := map[string]int{}
 	for i, g := range inv.GPUs {
 		idx[g.UUID] = i

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/gpu"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/replica"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 )
@@ -118,15 +117,15 @@ func TestGCRemovesDeletedPods(t *testing.T) {
 	}
 }
 
-func TestHealthXIDThenRecovery(t *testing.T) {
+// A GPU that falls off the bus is advertised unhealthy (kubelet and the
+// inventory) for as long as NVML does not answer for it, however long that
+// is, and healthy again once it answers and the quiet period passed.
+func TestHealthLostThenReset(t *testing.T) {
 	e := newEnv(t)
-	events, err := e.p.opts.Lib.Events(e.p.devices)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = e.p.health.Run(ctx, events, e.clock, 10, e.p.healthChanged) }()
+	done := make(chan struct{})
+	go func() { defer close(done); e.p.runHealth(ctx) }()
+	defer func() { cancel(); <-done }()
 	unhealthy := func() []string {
 		devs, _ := e.p.Devices()
 		seen := map[string]bool{}
@@ -143,7 +142,7 @@ func TestHealthXIDThenRecovery(t *testing.T) {
 	if err := e.sim.InjectXID(e.gpu(3), 43); err != nil { // application error: ignored
 		t.Fatal(err)
 	}
-	if err := e.sim.InjectXID(e.gpu(3), 79); err != nil {
+	if err := e.sim.FallOffBus(e.gpu(3)); err != nil {
 		t.Fatal(err)
 	}
 	waitClosed(t, changed)
@@ -153,13 +152,32 @@ func TestHealthXIDThenRecovery(t *testing.T) {
 	if inv := e.p.Inventory(); inv.GPUs[3].Healthy {
 		t.Error("inventory still says GPU 3 is healthy")
 	}
+	probe := e.cfg.Health.ProbeInterval.Duration
+	for range 2 * int(e.cfg.Health.RecoveryPeriod.Duration/probe) { // twice the old fixed period
+		stepWhenWaiting(e, probe)
+	}
+	if got := unhealthy(); len(got) != 1 {
+		t.Fatalf("unhealthy after twice the quiet period without answering = %v, want GPU 3", got)
+	}
 	_, changed = e.p.Devices()
-	e.clock.Step(e.cfg.Health.RecoveryPeriod.Duration)
+	if err := e.sim.Reset(e.gpu(3)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i <= int(e.cfg.Health.RecoveryPeriod.Duration/probe)+1 && len(unhealthy()) > 0; i++ {
+		stepWhenWaiting(e, probe)
+		time.Sleep(5 * time.Millisecond)
+	}
 	waitClosed(t, changed)
 	if got := unhealthy(); len(got) != 0 {
-		t.Errorf("unhealthy after the recovery period = %v", got)
+		t.Errorf("unhealthy after the GPU answered for the quiet period = %v", got)
 	}
-	var _ gpu.Events = events
+}
+
+func stepWhenWaiting(e *testEnv, d time.Duration) {
+	for !e.clock.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	e.clock.Step(d)
 }
 
 func waitClosed(t *testing.T, ch <-chan struct{}) {

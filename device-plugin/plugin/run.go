@@ -51,11 +51,7 @@ func (p *Plugin) Run(ctx context.Context, restart <-chan struct{}) error {
 		}()
 	}
 	if !p.opts.Config.Health.Disabled {
-		events, err := p.opts.Lib.Events(p.devices)
-		if err != nil {
-			return fmt.Errorf("registering for GPU health events: %w (set health.disabled: true to run without)", err)
-		}
-		goRun("health", func() error { return p.health.Run(ctx, events, p.opts.Clock, 1000, p.healthChanged) })
+		goRun("health", func() error { p.runHealth(ctx); return nil })
 	}
 	goRun("node report", func() error { p.reporter().Run(ctx, p.Inventory, p.signal(ctx), 0); return nil })
 	goRun("gc", func() error { p.gcLoop(ctx); return nil })
@@ -70,6 +66,9 @@ func (p *Plugin) Run(ctx context.Context, restart <-chan struct{}) error {
 		Service: p, ResourceName: string(p.resource), PluginsDir: p.opts.Config.Kubelet.DevicePluginsDir,
 		SocketName: p.opts.Config.Kubelet.SocketName, KubeletSocket: p.opts.Config.Kubelet.KubeletSocket,
 	}
+	p.mu.Lock()
+	p.server = srv
+	p.mu.Unlock()
 	goRun("kubelet server", func() error { return srv.Run(ctx, restart) })
 	select {
 	case <-ctx.Done():

@@ -40,7 +40,9 @@ func (c Config) RecordsDir(node string) string { return filepath.Join(c.NodeDir(
 func (c Config) devicePluginConfig() (string, error) {
 	path := filepath.Join(c.StateDir, "device-plugin.yaml")
 	lib := filepath.Join(c.Root, "vcuda", "_build", "libvcuda.so")
-	body := fmt.Sprintf("version: v1\nlimiter:\n  hostLibrary: %s\nallocate:\n  reschedule: true\nreport:\n  heartbeatPeriod: 1m\n", lib)
+	// A short quiet period and probe interval let the GPU-fault scenarios
+	// see a recovery in seconds; pods whose Allocate failed are handed back.
+	body := fmt.Sprintf("version: v1\nlimiter:\n  hostLibrary: %s\nhealth:\n  recoveryPeriod: 10s\n  probeInterval: 2s\nallocate:\n  reschedule: true\nreport:\n  heartbeatPeriod: 1m\n", lib)
 	if c.DevicePluginHAMi {
 		body += "  hami: true\n"
 	}

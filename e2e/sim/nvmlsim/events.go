@@ -14,13 +14,14 @@ import (
 // Wait takes them.
 type eventSet struct {
 	*mock.EventSet
+	sim        *Sim
 	mu         sync.Mutex
 	registered map[nvml.Device]uint64
 	queue      chan nvml.EventData
 }
 
 func (s *Sim) newEventSet() (nvml.EventSet, nvml.Return) {
-	es := &eventSet{registered: map[nvml.Device]uint64{}, queue: make(chan nvml.EventData, 256)}
+	es := &eventSet{sim: s, registered: map[nvml.Device]uint64{}, queue: make(chan nvml.EventData, 256)}
 	es.EventSet = &mock.EventSet{
 		WaitFunc: es.wait,
 		FreeFunc: func() nvml.Return {
@@ -57,6 +58,9 @@ func (es *eventSet) wants(d nvml.Device, typ uint64) bool {
 }
 
 func (es *eventSet) wait(timeoutMs uint32) (nvml.EventData, nvml.Return) {
+	if ret := es.sim.waitError(); ret != nvml.SUCCESS {
+		return nvml.EventData{}, ret
+	}
 	t := time.NewTimer(time.Duration(timeoutMs) * time.Millisecond)
 	defer t.Stop()
 	select {
@@ -79,6 +83,12 @@ func (s *Sim) InjectXID(uuid string, xid uint64) error {
 		dev = s.devices[i]
 	}
 	e := nvml.EventData{Device: dev, EventType: nvml.EventTypeXidCriticalError, EventData: xid}
+	if xid == xidDoubleBitECC && uuid != "" {
+		// as on Ampere and later: the bad row is remapped at the next reset
+		if err := s.SetRemapPending(uuid); err != nil {
+			return err
+		}
+	}
 	s.mu.Lock()
 	sets := slices.Clone(s.sets)
 	s.mu.Unlock()

@@ -15,11 +15,17 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// InjectFile lets a process outside the device plugin (the e2e harness)
-// raise Xid errors: it follows a text file and injects one event per new
-// line "<gpu> <xid>", where <gpu> is a UUID, an index or "all". Lines
-// written before the plugin started are ignored; a truncated file is read
-// from its start again.
+// InjectFile lets a process outside the device plugin (the e2e harness, and
+// only it: the file lives in the simulated node's state directory) inject
+// GPU faults: it follows a text file and applies each new line:
+//
+//	<gpu> <xid>   raise Xid <xid> on the GPU
+//	<gpu> lost    the GPU falls off the bus (Xid 79, then every NVML call for it fails)
+//	<gpu> reset   the GPU answers again (a GPU reset)
+//
+// where <gpu> is a UUID, an index or "all" (all: Xids only). Lines written
+// before the plugin started are ignored; a truncated file is read from its
+// start again.
 type InjectFile struct {
 	Sim      *Sim
 	Path     string
@@ -91,15 +97,25 @@ func (f InjectFile) readFrom(offset int64, fn func(string)) (int64, error) {
 func (f InjectFile) apply(line string) error {
 	fields := strings.Fields(line)
 	if len(fields) != 2 {
-		return fmt.Errorf("expected \"<gpu uuid|index|all> <xid>\", got %q", line)
+		return fmt.Errorf("expected \"<gpu uuid|index|all> <xid|lost|reset>\", got %q", line)
 	}
 	uuid, err := f.Sim.GPUUUID(fields[0])
 	if err != nil {
 		return err
 	}
+	switch fields[1] {
+	case "lost", "reset":
+		if uuid == "" {
+			return fmt.Errorf("%q: name one GPU (a UUID or an index) to make it %s", line, fields[1])
+		}
+		if fields[1] == "lost" {
+			return f.Sim.FallOffBus(uuid)
+		}
+		return f.Sim.Reset(uuid)
+	}
 	xid, err := strconv.ParseUint(fields[1], 10, 64)
 	if err != nil {
-		return fmt.Errorf("xid %q: expected a decimal number", fields[1])
+		return fmt.Errorf("xid %q: expected a decimal number, lost or reset", fields[1])
 	}
 	return f.Sim.InjectXID(uuid, xid)
 }

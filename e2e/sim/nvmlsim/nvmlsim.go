@@ -31,13 +31,18 @@ type Sim struct {
 	mu     sync.Mutex
 	sets   []*eventSet
 	closed bool
+	// per GPU (by position): lost answers ERROR_GPU_IS_LOST to every call,
+	// remapPending reports a row remapping that waits for a GPU reset
+	lost, remapPending []bool
+	// waitErr, when not SUCCESS, is what every event set's Wait returns
+	waitErr nvml.Return
 }
 
 var _ nvml.Interface = (*Sim)(nil)
 
 // New builds the simulated NVML of node.
 func New(node simconfig.Node) *Sim {
-	s := &Sim{node: node}
+	s := &Sim{node: node, lost: make([]bool, len(node.GPUs)), remapPending: make([]bool, len(node.GPUs)), waitErr: nvml.SUCCESS}
 	for i := range node.GPUs {
 		s.devices = append(s.devices, s.newDevice(i))
 	}
@@ -50,10 +55,16 @@ func New(node simconfig.Node) *Sim {
 			if i < 0 || i >= len(s.devices) {
 				return nil, nvml.ERROR_INVALID_ARGUMENT
 			}
+			if s.isLost(i) {
+				return nil, nvml.ERROR_GPU_IS_LOST
+			}
 			return s.devices[i], nvml.SUCCESS
 		},
 		DeviceGetHandleByUUIDFunc: func(uuid string) (nvml.Device, nvml.Return) {
 			if i := s.index(uuid); i >= 0 {
+				if s.isLost(i) {
+					return nil, nvml.ERROR_GPU_IS_LOST
+				}
 				return s.devices[i], nvml.SUCCESS
 			}
 			return nil, nvml.ERROR_NOT_FOUND
@@ -78,22 +89,61 @@ func (s *Sim) index(uuid string) int {
 func (s *Sim) newDevice(i int) *mock.Device {
 	g := s.node.GPUs[i]
 	d := &mock.Device{}
-	d.GetIndexFunc = func() (int, nvml.Return) { return g.Index, nvml.SUCCESS }
-	d.GetMinorNumberFunc = func() (int, nvml.Return) { return g.Index, nvml.SUCCESS }
-	d.GetUUIDFunc = func() (string, nvml.Return) { return g.UUID, nvml.SUCCESS }
-	d.GetNameFunc = func() (string, nvml.Return) { return g.Model, nvml.SUCCESS }
+	d.GetIndexFunc = func() (int, nvml.Return) {
+		if s.isLost(i) {
+			return 0, nvml.ERROR_GPU_IS_LOST
+		}
+		return g.Index, nvml.SUCCESS
+	}
+	d.GetMinorNumberFunc = func() (int, nvml.Return) {
+		if s.isLost(i) {
+			return 0, nvml.ERROR_GPU_IS_LOST
+		}
+		return g.Index, nvml.SUCCESS
+	}
+	d.GetUUIDFunc = func() (string, nvml.Return) {
+		if s.isLost(i) {
+			return "", nvml.ERROR_GPU_IS_LOST
+		}
+		return g.UUID, nvml.SUCCESS
+	}
+	d.GetNameFunc = func() (string, nvml.Return) {
+		if s.isLost(i) {
+			return "", nvml.ERROR_GPU_IS_LOST
+		}
+		return g.Model, nvml.SUCCESS
+	}
 	d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
+		if s.isLost(i) {
+			return nvml.Memory{}, nvml.ERROR_GPU_IS_LOST
+		}
 		total := uint64(g.MemoryMiB) << 20
 		return nvml.Memory{Total: total, Free: total}, nvml.SUCCESS
 	}
 	// as recent drivers: total = reserved + free + used
 	d.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) {
+		if s.isLost(i) {
+			return nvml.Memory_v2{}, nvml.ERROR_GPU_IS_LOST
+		}
 		total, reserved := uint64(g.MemoryMiB)<<20, uint64(g.ReservedMiB)<<20
 		return nvml.Memory_v2{Version: 2, Total: total, Reserved: reserved, Free: total - reserved}, nvml.SUCCESS
 	}
-	d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) { return pciInfo(g.BusID), nvml.SUCCESS }
-	d.GetNumaNodeIdFunc = func() (int, nvml.Return) { return g.NUMA, nvml.SUCCESS }
+	d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
+		if s.isLost(i) {
+			return nvml.PciInfo{}, nvml.ERROR_GPU_IS_LOST
+		}
+		return pciInfo(g.BusID), nvml.SUCCESS
+	}
+	d.GetNumaNodeIdFunc = func() (int, nvml.Return) {
+		if s.isLost(i) {
+			return 0, nvml.ERROR_GPU_IS_LOST
+		}
+		return g.NUMA, nvml.SUCCESS
+	}
 	d.GetTopologyCommonAncestorFunc = func(other nvml.Device) (nvml.GpuTopologyLevel, nvml.Return) {
+		if s.isLost(i) {
+			return 0, nvml.ERROR_GPU_IS_LOST
+		}
 		j := s.deviceIndex(other)
 		if j < 0 {
 			return 0, nvml.ERROR_INVALID_ARGUMENT
@@ -101,29 +151,53 @@ func (s *Sim) newDevice(i int) *mock.Device {
 		return s.commonAncestor(i, j), nvml.SUCCESS
 	}
 	d.GetNvLinkStateFunc = func(link int) (nvml.EnableState, nvml.Return) {
+		if s.isLost(i) {
+			return nvml.FEATURE_DISABLED, nvml.ERROR_GPU_IS_LOST
+		}
 		if _, _, ret := s.nvlinkRemote(i, link); ret != nvml.SUCCESS {
 			return nvml.FEATURE_DISABLED, ret
 		}
 		return nvml.FEATURE_ENABLED, nvml.SUCCESS
 	}
 	d.GetNvLinkRemotePciInfoFunc = func(link int) (nvml.PciInfo, nvml.Return) {
+		if s.isLost(i) {
+			return nvml.PciInfo{}, nvml.ERROR_GPU_IS_LOST
+		}
 		bus, _, ret := s.nvlinkRemote(i, link)
 		return pciInfo(bus), ret
 	}
 	d.GetNvLinkRemoteDeviceTypeFunc = func(link int) (nvml.IntNvLinkDeviceType, nvml.Return) {
+		if s.isLost(i) {
+			return 0, nvml.ERROR_GPU_IS_LOST
+		}
 		_, typ, ret := s.nvlinkRemote(i, link)
 		return typ, ret
 	}
 	d.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) {
+		if s.isLost(i) {
+			return 0, nvml.ERROR_GPU_IS_LOST
+		}
 		return nvml.EventTypeXidCriticalError | nvml.EventTypeDoubleBitEccError | nvml.EventTypeSingleBitEccError, nvml.SUCCESS
 	}
 	d.RegisterEventsFunc = func(types uint64, set nvml.EventSet) nvml.Return {
+		if s.isLost(i) {
+			return nvml.ERROR_GPU_IS_LOST
+		}
 		es, ok := set.(*eventSet)
 		if !ok {
 			return nvml.ERROR_INVALID_ARGUMENT
 		}
 		es.register(d, types)
 		return nvml.SUCCESS
+	}
+	// No row remapping failure is simulated; a pending one is (InjectRemapPending).
+	d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
+		if s.isLost(i) {
+			return 0, 0, false, false, nvml.ERROR_GPU_IS_LOST
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return 0, 0, s.remapPending[i], false, nvml.SUCCESS
 	}
 	return d
 }
