@@ -6,9 +6,9 @@
 // to the pure placement core (plugins/placement) for predicates and scores.
 // Allocate/Deallocate events book and release GPUs in memory only, so a gang
 // that Volcano discards leaves nothing behind. When the gang commits, the
-// booking is recorded across sessions (Inflight) in the session goroutine;
-// the assignment is written on the pod in PreBind, just before the pod is
-// bound; PreBindRollBack removes both if binding fails.
+// booking is recorded across sessions (Inflight) in the session goroutine,
+// and the assignment reaches the pod with the Binding itself (one API write
+// per pod); if binding fails, PreBindRollBack forgets the booking.
 //
 // Queue fair share: the device plugin advertises vgpu-memory and vgpu-cores
 // as node extended resources (and kubelet vgpu-number), so Volcano's own
@@ -22,7 +22,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	schedapi "volcano.sh/volcano/pkg/scheduler/api"
 	"volcano.sh/volcano/pkg/scheduler/framework"
@@ -62,7 +61,6 @@ type plugin struct {
 	args   Args
 	ok     bool // arguments valid (else the plugin does nothing this session)
 
-	kube    kubernetes.Interface
 	ssn     *framework.Session
 	nodes   map[string]*placement.Node // GPU nodes with their usage
 	nodeErr map[string]error           // nodes whose inventory is malformed
@@ -117,7 +115,7 @@ func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 	}
 	start := p.shared.Now()
 	p.log = klog.Background().WithName(PluginName).WithValues("session", ssn.UID)
-	p.ssn, p.kube = ssn, ssn.KubeClient()
+	p.ssn = ssn
 	p.requests = map[schedapi.TaskID]requestResult{}
 	p.fitters.New = func() any { return &placement.Fitter{} }
 	p.buildState(ssn.Nodes, start)
