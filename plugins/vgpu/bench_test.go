@@ -22,7 +22,7 @@ import (
 // topologies alternating), each running 10 one-GPU pods with assignments:
 // pod j of a node holds GPU j%8 with 4096·(1+j%4) MiB and 10+5·(j%3) % cores,
 // so GPUs 0 and 1 have two tenants, the others one.
-func benchCluster(b *testing.B, size int) ([]*corev1.Node, []*corev1.Pod) {
+func benchCluster(b testing.TB, size int) ([]*corev1.Node, []*corev1.Pod) {
 	b.Helper()
 	nodes := make([]*corev1.Node, 0, size)
 	pods := make([]*corev1.Pod, 0, size*10)

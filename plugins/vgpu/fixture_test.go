@@ -345,8 +345,7 @@ func newHandSession(tb testing.TB, shared *Shared, args Args, nodes []*corev1.No
 	if shared == nil {
 		shared = NewShared(func() time.Time { return testNow })
 	}
-	p := &plugin{shared: shared, args: args, ok: true, ssn: &framework.Session{Jobs: jobs, Nodes: h.nodes},
-		requests: map[schedapi.TaskID]requestResult{}}
+	p := &plugin{shared: shared, args: args, ok: true, ssn: &framework.Session{Jobs: jobs, Nodes: h.nodes}}
 	p.fitters.New = func() any { return &placement.Fitter{} }
 	p.buildState(h.nodes, testNow)
 	h.plugin = p
