@@ -10,10 +10,13 @@ import (
 type Phase string
 
 const (
-	// PhaseAssigned: written by the scheduler before binding.
+	// PhaseAssigned: written by the scheduler, carried onto the pod by its
+	// Binding. The only phase written today.
 	PhaseAssigned Phase = "assigned"
-	// PhaseAllocated: the device plugin has answered kubelet's Allocate for
-	// every container of the pod.
+	// PhaseAllocated: written by earlier device plugins once kubelet's
+	// Allocate was answered for every container. Still accepted, so pods
+	// annotated then keep decoding; nothing reads it: the device plugin
+	// keeps what it served in its own records on the node.
 	PhaseAllocated Phase = "allocated"
 )
 

@@ -96,8 +96,8 @@ func (p *Plugin) Allocate(ctx context.Context, ids []string) (*pluginapi.Contain
 		p.mu.Unlock()
 		if err == nil {
 			logger.V(4).Info("Allocated", "pod", klog.KRef(rec.Namespace, rec.Name), "container", rec.Container, "ids", ids, "gpus", uuidsOf(rec.Devices), "policy", rec.ComputePolicy)
-			if done {
-				go p.markAllocated(klog.NewContext(context.WithoutCancel(ctx), logger), rec.PodUID)
+			if done { // known from the ledger on the node; nothing is written to the API
+				logger.V(4).Info("Every GPU container of the pod served", "pod", klog.KRef(rec.Namespace, rec.Name))
 			}
 			return resp, nil
 		}

@@ -17,7 +17,7 @@ func BenchmarkAllocate110Pods(b *testing.B) {
 		name := fmt.Sprintf("p%03d", i)
 		bld := pod(name).app("main", share(i%8))
 		if i == 0 {
-			bld = bld.app("second", share(1)) // keeps the pod unfinished: no phase patch per iteration
+			bld = bld.app("second", share(1)) // keeps the pod unfinished across iterations
 		}
 		e.add(b, bld.obj(b, e))
 	}

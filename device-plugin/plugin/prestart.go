@@ -2,16 +2,12 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	"github.com/volcano-vgpu/volcano-vgpu/api"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/metrics"
 )
 
@@ -65,30 +61,6 @@ func (p *Plugin) preStart(ctx context.Context, ids []string) error {
 		problems = append(problems, fmt.Sprintf("Allocate served %s to %s/%s container %s, kubelet lists it with %v", strings.Join(want, ","), s.Namespace, s.Name, s.Container, got))
 	}
 	return fmt.Errorf("device IDs %s do not belong to the container they were allocated for: %s", strings.Join(ids, ","), strings.Join(problems, "; "))
-}
-
-// markAllocated patches the pod's assignment to phase allocated.
-func (p *Plugin) markAllocated(ctx context.Context, uid string) {
-	logger := klog.FromContext(ctx)
-	p.mu.Lock()
-	e, ok := p.pods[uid]
-	p.mu.Unlock()
-	if !ok || e.match.Err != nil || e.assignment.Phase == api.PhaseAllocated {
-		return
-	}
-	a := e.assignment
-	a.Phase = api.PhaseAllocated
-	value, err := api.EncodeAssignment(a)
-	if err != nil {
-		logger.Error(err, "Encoding the allocated assignment", "pod", klog.KRef(e.match.Namespace, e.match.Name))
-		return
-	}
-	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{api.AssignmentKey: value}}})
-	if _, err := p.opts.Client.CoreV1().Pods(e.match.Namespace).Patch(ctx, e.match.Name, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
-		logger.Error(err, "Marking the assignment allocated", "pod", klog.KRef(e.match.Namespace, e.match.Name))
-		return
-	}
-	logger.V(4).Info("Assignment allocated", "pod", klog.KRef(e.match.Namespace, e.match.Name))
 }
 
 // snapshot feeds the metrics.

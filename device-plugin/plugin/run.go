@@ -180,31 +180,23 @@ func (p *Plugin) startInformers(ctx context.Context) error {
 
 // reconcileRestored squares what New restored from the state directory with
 // the synced pod cache, at once rather than a GC period later: pods deleted
-// (or finished) while the plugin was down are forgotten, and pods whose every
-// container was served but whose assignment was not yet marked allocated (a
-// crash between Allocate and the patch) are marked now.
+// (or finished) while the plugin was down are forgotten. What was served
+// comes from the plugin's own records on the node, never from the pod: the
+// plugin writes nothing on pods.
 func (p *Plugin) reconcileRestored(ctx context.Context) {
-	var stale, unmarked []string
+	var stale []string
 	p.mu.Lock()
 	for uid := range p.records {
 		if _, bound := p.names[uid]; !bound {
 			stale = append(stale, uid)
 		}
 	}
-	for uid, e := range p.pods {
-		if e.match.Err == nil && e.assignment.Phase != api.PhaseAllocated && p.ledger.Next(uid) >= len(e.match.Containers) {
-			unmarked = append(unmarked, uid)
-		}
-	}
 	p.mu.Unlock()
 	for _, uid := range stale {
 		p.deletePod(uid)
 	}
-	for _, uid := range unmarked {
-		go p.markAllocated(ctx, uid)
-	}
-	if len(stale)+len(unmarked) > 0 {
-		klog.FromContext(ctx).V(2).Info("Reconciled restored allocations with the API", "forgotten", len(stale), "markedAllocated", len(unmarked))
+	if len(stale) > 0 {
+		klog.FromContext(ctx).V(2).Info("Reconciled restored allocations with the API", "forgotten", len(stale))
 	}
 }
 

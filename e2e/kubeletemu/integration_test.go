@@ -260,11 +260,6 @@ func TestEndToEnd(t *testing.T) {
 	for _, p := range pods {
 		c.checkServed(p, c.record(p))
 	}
-	c.waitFor("assignment phase allocated", func() bool {
-		p, _ := c.client.CoreV1().Pods("ns").Get(ctx, "mixed", metav1.GetOptions{})
-		a, err := api.DecodeAssignment(p.Annotations[api.AssignmentKey])
-		return err == nil && a.Phase == api.PhaseAllocated
-	})
 
 	// A malformed assignment: a clear Allocate error, an event, no crash.
 	bad := c.pod("bad", ctr{name: "main", gpus: []int{5}})

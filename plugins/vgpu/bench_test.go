@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedapi "volcano.sh/volcano/pkg/scheduler/api"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
 )
@@ -21,7 +22,7 @@ import (
 // topologies alternating), each running 10 one-GPU pods with assignments:
 // pod j of a node holds GPU j%8 with 4096·(1+j%4) MiB and 10+5·(j%3) % cores,
 // so GPUs 0 and 1 have two tenants, the others one.
-func benchCluster(b *testing.B, size int) ([]*corev1.Node, []*corev1.Pod) {
+func benchCluster(b testing.TB, size int) ([]*corev1.Node, []*corev1.Pod) {
 	b.Helper()
 	nodes := make([]*corev1.Node, 0, size)
 	pods := make([]*corev1.Pod, 0, size*10)
@@ -135,6 +136,63 @@ func BenchmarkSessionOpen(b *testing.B) {
 				shared.cache.sweep() // OnSessionClose
 				if len(p.booked) != size*10 {
 					b.Fatalf("booked %d", len(p.booked))
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPlaceTask is what one task costs the plugin in Volcano's allocate
+// action over 100 busy nodes: the predicate on every node, the batch score
+// of those that pass, and the allocate event on the best one, which changes
+// that node for the next task. Each iteration places one of 64 pending
+// tasks; once all are placed they are deallocated (a gang discard), so the
+// cluster stays the same size across iterations. "jobs" are 64 one-task
+// jobs, "gang" one job of 64 tasks (its view of siblings grows as it goes).
+func BenchmarkPlaceTask(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		group func(i int) string
+	}{
+		{"jobs", func(i int) string { return fmt.Sprintf("solo%d", i) }},
+		{"gang", func(int) string { return "gang" }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			nodes, pods := benchCluster(b, 100)
+			var names []string
+			for i := range 64 {
+				name := fmt.Sprintf("t%02d", i)
+				names = append(names, name)
+				pods = append(pods, gpuPod("ns", name, tc.group(i), 1, 20000, 25))
+			}
+			h := newHandSession(b, nil, DefaultArgs(), nodes, pods)
+			list := h.nodeList()
+			fit := make([]*schedapi.NodeInfo, 0, len(list))
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				task := h.tasks[names[i]]
+				fit = fit[:0]
+				for _, n := range list {
+					if h.plugin.predicate(task, n) == nil {
+						fit = append(fit, n)
+					}
+				}
+				scores, _ := h.plugin.batchNodeOrder(task, fit)
+				best := ""
+				for _, n := range fit {
+					if best == "" || scores[n.Name] > scores[best] {
+						best = n.Name
+					}
+				}
+				if ev := allocateOn(h, names[i], best); ev.Err != nil {
+					b.Fatal(ev.Err)
+				}
+				if i++; i == len(names) {
+					for _, name := range names {
+						discard(h, name)
+					}
+					i = 0
 				}
 			}
 		})

@@ -2,13 +2,9 @@ package vgpu
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	k8sframework "k8s.io/kubernetes/pkg/scheduler/framework"
 	"volcano.sh/volcano/pkg/scheduler/cache"
@@ -26,15 +22,23 @@ var (
 // to the bind goroutine, which may run after the session closed.
 type bindExtension struct {
 	assignment api.Assignment
-	value      string // encoded, as PreBind writes it
-	err        error  // encoding failed: PreBind refuses the bind
+	err        error // encoding failed: PreBind refuses the bind
 }
 
 // SetupBindContextExtension is called in the session goroutine when the
 // task's gang has committed and the task is dispatched for binding. The
-// booking is recorded here, not in PreBind: Volcano's cache already shows the
-// pod on its node, and the next session may open before the bind goroutine
-// runs PreBind; from now on it sees these GPUs as taken.
+// booking is recorded here: Volcano's cache already shows the pod on its
+// node, and the next session may open before the Binding lands; from now on
+// it sees these GPUs as taken.
+//
+// The assignment reaches the pod with the Binding itself, in one API write:
+// Volcano's default binder sends the task's pod annotations as the Binding's
+// annotations, and kube-apiserver's binding storage copies them onto the pod
+// in the same update that sets spec.nodeName, under the pod's UID as a
+// precondition. So a pod recreated under the same name is never annotated,
+// and a failed Binding leaves nothing on the pod. The task's pod is replaced
+// by a copy carrying this decision (the informer's object is shared, and may
+// carry a stale or copied assignment that must not travel).
 func (p *plugin) SetupBindContextExtension(_ *k8sframework.CycleState, bindCtx *cache.BindContext) {
 	task := bindCtx.TaskInfo
 	pl, ok := p.booked[task.UID]
@@ -44,26 +48,23 @@ func (p *plugin) SetupBindContextExtension(_ *k8sframework.CycleState, bindCtx *
 	a := toAssignment(pl, string(task.Pod.UID))
 	a.Time = p.shared.Now()
 	value, err := api.EncodeAssignment(a)
-	ext := &bindExtension{assignment: a, value: value, err: err}
-	if err == nil {
-		p.shared.Inflight.Put(task.Pod.UID, a, value)
-		// Volcano's binder copies the task's pod annotations into the
-		// Binding, and kube-apiserver applies them to the pod: an earlier
-		// assignment still on the cached pod (a bind that never landed) would
-		// overwrite the one PreBind writes. The task's pod (a copy: the
-		// informer's object is shared) carries this decision instead.
-		pod := *task.Pod
-		pod.Annotations = maps.Clone(task.Pod.Annotations)
-		if pod.Annotations == nil {
-			pod.Annotations = map[string]string{}
-		}
-		pod.Annotations[api.AssignmentKey] = value
-		task.Pod = &pod
+	bindCtx.Extensions[PluginName] = &bindExtension{assignment: a, err: err}
+	if err != nil {
+		return
 	}
-	bindCtx.Extensions[PluginName] = ext
+	p.shared.Inflight.Put(task.Pod.UID, a, value)
+	pod := *task.Pod
+	pod.Annotations = maps.Clone(task.Pod.Annotations)
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[api.AssignmentKey] = value
+	task.Pod = &pod
 }
 
-// PreBind writes the assignment on the pod right before it is bound.
+// PreBind refuses to bind a GPU pod whose assignment could not be encoded:
+// bound without one, the device plugin could serve it no GPU. It writes
+// nothing; the assignment travels in the Binding.
 func (p *plugin) PreBind(ctx context.Context, bindCtx *cache.BindContext) error {
 	ext, ok := bindCtx.Extensions[PluginName].(*bindExtension)
 	if !ok {
@@ -71,38 +72,22 @@ func (p *plugin) PreBind(ctx context.Context, bindCtx *cache.BindContext) error 
 	}
 	pod := bindCtx.TaskInfo.Pod
 	if ext.err != nil {
-		return fmt.Errorf("vgpu: encode assignment of %s/%s: %w", pod.Namespace, pod.Name, ext.err)
+		return fmt.Errorf("vgpu: encode the GPU assignment of %s/%s: %w", pod.Namespace, pod.Name, ext.err)
 	}
-	if err := p.patchAssignment(ctx, pod, &ext.value); err != nil {
-		p.shared.Inflight.Forget(pod.UID)
-		return fmt.Errorf("vgpu: write assignment on %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
-	klog.FromContext(ctx).V(4).Info("Wrote GPU assignment", "pod", klog.KObj(pod), "node", ext.assignment.Node)
+	klog.FromContext(ctx).V(4).Info("Binding with GPU assignment", "pod", klog.KObj(pod), "node", ext.assignment.Node)
 	return nil
 }
 
-// PreBindRollBack removes the assignment when PreBind or the bind failed.
+// PreBindRollBack forgets the booking in flight when another PreBinder or
+// the Binding failed. Nothing is left on the pod: the assignment travels only
+// in the Binding, which did not land. (Should it have landed after all, e.g.
+// a timeout after the write, the pod carries the assignment and the next
+// session books it from there.)
 func (p *plugin) PreBindRollBack(ctx context.Context, bindCtx *cache.BindContext) {
 	if _, ok := bindCtx.Extensions[PluginName].(*bindExtension); !ok {
 		return
 	}
 	pod := bindCtx.TaskInfo.Pod
 	p.shared.Inflight.Forget(pod.UID)
-	if err := p.patchAssignment(ctx, pod, nil); err != nil {
-		klog.FromContext(ctx).Error(err, "Removing GPU assignment after a failed bind", "pod", klog.KObj(pod))
-	}
-}
-
-// patchAssignment sets (value != nil) or removes the assignment annotation.
-// The pod's UID in the patch is a precondition: a pod deleted and recreated
-// under the same name is never annotated with another pod's GPUs.
-func (p *plugin) patchAssignment(ctx context.Context, pod *corev1.Pod, value *string) error {
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"uid": pod.UID, "annotations": map[string]any{api.AssignmentKey: value}},
-	})
-	if err != nil {
-		return err
-	}
-	_, err = p.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	return err
+	klog.FromContext(ctx).V(4).Info("Forgot GPU booking of a failed bind", "pod", klog.KObj(pod))
 }

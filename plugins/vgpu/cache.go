@@ -116,6 +116,8 @@ func (c *decodeCache) sweep() {
 // buildState rebuilds every GPU node's usage from the pods on it.
 func (p *plugin) buildState(nodes map[string]*schedapi.NodeInfo, now time.Time) {
 	p.nodes = make(map[string]*placement.Node, len(nodes))
+	p.fits = make(map[string]*nodeFits, len(nodes))
+	p.gangs = map[schedapi.JobID]*jobView{}
 	p.nodeErr = map[string]error{}
 	p.booked = make(map[schedapi.TaskID]placement.Placement, p.shared.cache.assignments()) // last session's count
 	p.evicted = map[schedapi.TaskID]placement.Placement{}
@@ -152,6 +154,7 @@ func (p *plugin) buildState(nodes map[string]*schedapi.NodeInfo, now time.Time) 
 			p.booked[t.UID] = pl
 		}
 		p.nodes[name] = n
+		p.fits[name] = newNodeFits()
 		p.log.V(5).Info("GPU node state", "node", name, "gpus", len(n.GPUs), "stale", n.Stale)
 	}
 }

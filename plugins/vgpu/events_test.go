@@ -25,6 +25,14 @@ func allocateOn(h *handSession, name, node string) *framework.Event {
 	return ev
 }
 
+// discard runs the plugin's DeallocateFunc as Volcano's Statement.Discard
+// does: the task is back to Pending (its node name stays, as Volcano leaves it).
+func discard(h *handSession, name string) {
+	task := h.tasks[name]
+	task.Status = schedapi.Pending
+	h.plugin.deallocate(&framework.Event{Task: task})
+}
+
 func TestAllocateRefusesWhatItCannotBook(t *testing.T) {
 	// One L4 (23034 MiB): the first exclusive pod takes it; Volcano asking
 	// for the second there (its state moved on since the predicate) must get

@@ -237,7 +237,7 @@ func runSession(t *testing.T, tc sessionCase) {
 		}
 	}()
 	run.kube = run.ssn.KubeClient()
-	for _, p := range tc.Pods { // PreBind patches pods through the API
+	for _, p := range tc.Pods { // assignments lists them
 		if _, err := run.kube.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -256,22 +256,34 @@ func runSession(t *testing.T, tc sessionCase) {
 	}
 }
 
-// assignments reads every pod's assignment from the API.
-func assignments(t *testing.T, kube kubernetes.Interface, ns string) map[string]api.Assignment {
+// assignments is every pod's assignment once the session's Bindings have
+// landed: for a pod this scheduler dispatched, the value its Binding carries
+// (recorded in flight; bind_test proves the Binding carries exactly that
+// value onto the pod), else the pod's own annotation. Volcano's test binder
+// records only node names and writes nothing to the API.
+func assignments(t *testing.T, r *sessionRun, ns string) map[string]api.Assignment {
 	t.Helper()
-	pods, err := kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	pods, err := r.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]api.Assignment{}
+	inflight := r.plugin.shared.Inflight
+	inflight.mu.Lock()
+	defer inflight.mu.Unlock()
 	for _, p := range pods.Items {
-		if v, ok := p.Annotations[api.AssignmentKey]; ok {
-			a, err := api.DecodeAssignment(v)
-			if err != nil {
-				t.Fatalf("pod %s: %v", p.Name, err)
-			}
-			out[p.Name] = a
+		v, ok := p.Annotations[api.AssignmentKey]
+		if e, dispatched := inflight.entries[p.UID]; dispatched {
+			v, ok = e.value, true
 		}
+		if !ok {
+			continue
+		}
+		a, err := api.DecodeAssignment(v)
+		if err != nil {
+			t.Fatalf("pod %s: %v", p.Name, err)
+		}
+		out[p.Name] = a
 	}
 	return out
 }
@@ -333,8 +345,7 @@ func newHandSession(tb testing.TB, shared *Shared, args Args, nodes []*corev1.No
 	if shared == nil {
 		shared = NewShared(func() time.Time { return testNow })
 	}
-	p := &plugin{shared: shared, args: args, ok: true, ssn: &framework.Session{Jobs: jobs, Nodes: h.nodes},
-		requests: map[schedapi.TaskID]requestResult{}}
+	p := &plugin{shared: shared, args: args, ok: true, ssn: &framework.Session{Jobs: jobs, Nodes: h.nodes}}
 	p.fitters.New = func() any { return &placement.Fitter{} }
 	p.buildState(h.nodes, testNow)
 	h.plugin = p

@@ -6,9 +6,9 @@
 // to the pure placement core (plugins/placement) for predicates and scores.
 // Allocate/Deallocate events book and release GPUs in memory only, so a gang
 // that Volcano discards leaves nothing behind. When the gang commits, the
-// booking is recorded across sessions (Inflight) in the session goroutine;
-// the assignment is written on the pod in PreBind, just before the pod is
-// bound; PreBindRollBack removes both if binding fails.
+// booking is recorded across sessions (Inflight) in the session goroutine,
+// and the assignment reaches the pod with the Binding itself (one API write
+// per pod); if binding fails, PreBindRollBack forgets the booking.
 //
 // Queue fair share: the device plugin advertises vgpu-memory and vgpu-cores
 // as node extended resources (and kubelet vgpu-number), so Volcano's own
@@ -22,7 +22,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	schedapi "volcano.sh/volcano/pkg/scheduler/api"
 	"volcano.sh/volcano/pkg/scheduler/framework"
@@ -62,16 +61,18 @@ type plugin struct {
 	args   Args
 	ok     bool // arguments valid (else the plugin does nothing this session)
 
-	kube    kubernetes.Interface
 	ssn     *framework.Session
 	nodes   map[string]*placement.Node // GPU nodes with their usage
 	nodeErr map[string]error           // nodes whose inventory is malformed
 	booked  map[schedapi.TaskID]placement.Placement
 	evicted map[schedapi.TaskID]placement.Placement // released by an eviction that may be undone
 
-	reqMu    sync.Mutex
-	requests map[schedapi.TaskID]requestResult
+	requests sync.Map // schedapi.TaskID -> requestResult: each task's request, parsed once per session
 	fitters  sync.Pool
+	fits     map[string]*nodeFits // per GPU node, built at open: Fit answers until the node's bookings change
+
+	gangMu sync.Mutex
+	gangs  map[schedapi.JobID]*jobView // built on first use, then kept by the events
 
 	textMu sync.RWMutex
 	texts  map[placement.Reason]string // reasonText's memo
@@ -83,6 +84,7 @@ type requestResult struct {
 	req        *placement.Request
 	nodePolicy placement.Policy // the pod's annotation, else the argument
 	shape      string           // shapeKey(req), for the gang view
+	fitShape   string           // fitShapeKey(req), for the Fit memo
 	err        error
 }
 
@@ -117,8 +119,8 @@ func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 	}
 	start := p.shared.Now()
 	p.log = klog.Background().WithName(PluginName).WithValues("session", ssn.UID)
-	p.ssn, p.kube = ssn, ssn.KubeClient()
-	p.requests = map[schedapi.TaskID]requestResult{}
+	p.ssn = ssn
+	p.requests.Clear()
 	p.fitters.New = func() any { return &placement.Fitter{} }
 	p.buildState(ssn.Nodes, start)
 
@@ -139,7 +141,8 @@ func (p *plugin) OnSessionClose(ssn *framework.Session) {
 	p.closest.Clear()
 	p.shared.cache.sweep()
 	p.shared.Inflight.Expire()
-	p.nodes, p.booked, p.evicted, p.requests, p.texts, p.ssn = nil, nil, nil, nil, nil, nil
+	p.requests.Clear()
+	p.nodes, p.booked, p.evicted, p.fits, p.gangs, p.texts, p.ssn = nil, nil, nil, nil, nil, nil, nil
 }
 
 // request returns the task's GPU ask, parsed once per session.
@@ -148,19 +151,20 @@ func (p *plugin) request(task *schedapi.TaskInfo) (*placement.Request, error) {
 	return r.req, r.err
 }
 
+// parsed is request's result with what the memos key on. Predicates call
+// it from several goroutines at once: a parsed task is a lock-free read.
 func (p *plugin) parsed(task *schedapi.TaskInfo) requestResult {
-	p.reqMu.Lock()
-	defer p.reqMu.Unlock()
-	if r, ok := p.requests[task.UID]; ok {
-		return r
+	if r, ok := p.requests.Load(task.UID); ok {
+		return r.(requestResult)
 	}
 	req, policy, err := requestOf(task.Pod, &p.args)
 	r := requestResult{req: req, nodePolicy: policy, err: err}
 	if req != nil {
 		r.shape = shapeKey(req)
+		r.fitShape = fitShapeKey(req, r.shape)
 	}
-	p.requests[task.UID] = r
-	return r
+	actual, _ := p.requests.LoadOrStore(task.UID, r)
+	return actual.(requestResult)
 }
 
 func (p *plugin) fitter() *placement.Fitter { return p.fitters.Get().(*placement.Fitter) }

@@ -3,7 +3,6 @@ package vgpu
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -47,11 +46,11 @@ func (p *plugin) prePredicate(task *schedapi.TaskInfo) error {
 // predicate: the node has GPUs that fit every container of the task. Volcano
 // calls it from several goroutines at once; it only reads session state.
 func (p *plugin) predicate(task *schedapi.TaskInfo, node *schedapi.NodeInfo) error {
-	req, err := p.request(task)
-	if err != nil {
-		return unschedulable(task, node, schedapi.UnschedulableAndUnresolvable, "invalid vGPU request: "+err.Error())
+	r := p.parsed(task)
+	if r.err != nil {
+		return unschedulable(task, node, schedapi.UnschedulableAndUnresolvable, "invalid vGPU request: "+r.err.Error())
 	}
-	if req == nil {
+	if r.req == nil {
 		return nil
 	}
 	n, ok := p.nodes[node.Name]
@@ -61,10 +60,8 @@ func (p *plugin) predicate(task *schedapi.TaskInfo, node *schedapi.NodeInfo) err
 		}
 		return unschedulable(task, node, schedapi.UnschedulableAndUnresolvable, "node has no vGPU inventory (no vgpu-device-plugin)")
 	}
-	f := p.fitter()
-	defer p.fitters.Put(f)
-	if _, reasons := f.Fit(req, n, nil); len(reasons) > 0 {
-		return p.refuse(task, node, reasons)
+	if e := p.fit(r, task.Job, n, nil); len(e.reasons) > 0 {
+		return p.refuse(task, node, e.reasons)
 	}
 	return nil
 }
@@ -197,97 +194,44 @@ func (p *plugin) reasonText(r placement.Reason) string {
 
 // batchNodeOrder scores the nodes that passed the predicates. It is a batch
 // function because the gang view (where the task's siblings are, what of its
-// job is still pending) is computed once per task, not once per node.
+// job is still pending) is taken once per task, not once per node.
 func (p *plugin) batchNodeOrder(task *schedapi.TaskInfo, nodes []*schedapi.NodeInfo) (map[string]float64, error) {
 	r := p.parsed(task)
-	req, policy := r.req, r.nodePolicy
-	if r.err != nil || req == nil {
+	if r.err != nil || r.req == nil {
 		return nil, nil
 	}
 	gang := p.gangView(task)
-	f := p.fitter()
-	defer p.fitters.Put(f)
 	scores := make(map[string]float64, len(nodes))
 	for _, ni := range nodes {
 		n, ok := p.nodes[ni.Name]
 		if !ok {
 			continue
 		}
-		pl, reasons := f.Fit(req, n, gang)
-		if len(reasons) > 0 {
+		e := p.fit(r, task.Job, n, gang)
+		if len(e.reasons) > 0 {
 			continue
 		}
-		scores[ni.Name] = p.args.Weight * f.ScoreNode(req, n, pl, gang, policy)
+		scores[ni.Name] = p.args.Weight * p.scoreOf(r, n, e, gang)
 	}
 	return scores, nil
 }
 
-// gangView describes the task's job for scoring: siblings already placed
-// (this session or earlier) and tasks still pending, grouped by shape.
-func (p *plugin) gangView(task *schedapi.TaskInfo) *placement.GangView {
-	job, ok := p.ssn.Jobs[task.Job]
-	if !ok || len(job.Tasks) <= 1 {
-		return nil
-	}
-	g := &placement.GangView{Placed: map[string]placement.Siblings{}}
-	shapes := map[string]*placement.Pending{}
-	var keys []string
-	for _, t := range job.Tasks {
-		if t.UID == task.UID {
-			continue
-		}
-		switch {
-		case schedapi.AllocatedStatus(t.Status) && t.NodeName != "":
-			s := g.Placed[t.NodeName]
-			s.Tasks++
-			if pl, ok := p.booked[t.UID]; ok {
-				s.GPUs = append(s.GPUs, pl.UUIDs()...)
-			}
-			g.Placed[t.NodeName] = s
-			g.PlacedTasks++
-		case t.Status == schedapi.Pending:
-			r := p.parsed(t)
-			if r.err != nil || r.req == nil {
-				continue
-			}
-			if s, ok := shapes[r.shape]; ok {
-				s.Count++
-				continue
-			}
-			shapes[r.shape] = &placement.Pending{Request: r.req, Count: 1}
-			keys = append(keys, r.shape)
-		}
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		g.Pending = append(g.Pending, *shapes[k])
-	}
-	return g
-}
-
-// shapeKey identifies requests that fit the same way.
-func shapeKey(r *placement.Request) string {
-	var b strings.Builder
-	for _, c := range r.Containers {
-		fmt.Fprintf(&b, "%t/%t/%d/%d/%d/%d;", c.Init, c.Restartable, c.Number, c.MemoryMiB, c.MemoryPercent, c.Cores)
-	}
-	fmt.Fprintf(&b, "%v%v%v%v%s%s", r.TypeInclude, r.TypeExclude, r.UUIDInclude, r.UUIDExclude, r.Topology, r.DevicePolicy)
-	return b.String()
-}
-
 // allocate books the task's GPUs on its node in the session's memory, the
-// same set the score saw (Fit is deterministic for the same state and gang).
+// same set the score saw (the Fit memo's answer for this node state and gang).
 // A failure sets event.Err, so Volcano rolls the allocation back instead of
 // binding a GPU pod that carries no assignment.
 func (p *plugin) allocate(event *framework.Event) {
 	task := event.Task
+	defer p.gangEvent(task)
 	if pl, ok := p.evicted[task.UID]; ok {
 		// An eviction undone (Statement.unevict): the pod never stopped
 		// holding the GPUs its assignment records. Book those again; a fresh
 		// Fit could choose others and leave its real GPUs looking free.
 		delete(p.evicted, task.UID)
 		if n, ok := p.nodes[pl.Node]; ok {
-			if err := placement.Apply(n, pl); err != nil {
+			err := placement.Apply(n, pl)
+			p.touched(pl.Node)
+			if err != nil {
 				event.Err = fmt.Errorf("vgpu: rebooking the GPUs of %s/%s: %w", task.Namespace, task.Name, err)
 				return
 			}
@@ -295,12 +239,12 @@ func (p *plugin) allocate(event *framework.Event) {
 		}
 		return
 	}
-	req, err := p.request(task)
-	if err != nil {
-		event.Err = fmt.Errorf("vgpu: %s/%s allocated with an invalid vGPU request: %w", task.Namespace, task.Name, err)
+	r := p.parsed(task)
+	if r.err != nil {
+		event.Err = fmt.Errorf("vgpu: %s/%s allocated with an invalid vGPU request: %w", task.Namespace, task.Name, r.err)
 		return
 	}
-	if req == nil {
+	if r.req == nil {
 		return
 	}
 	n, ok := p.nodes[task.NodeName]
@@ -309,16 +253,16 @@ func (p *plugin) allocate(event *framework.Event) {
 		p.log.Error(event.Err, "Refusing the allocation", "pod", klog.KObj(task.Pod))
 		return
 	}
-	f := p.fitter()
-	defer p.fitters.Put(f)
-	pl, reasons := f.Fit(req, n, p.gangView(task))
-	if len(reasons) > 0 {
-		event.Err = fmt.Errorf("vgpu: the GPUs of %s/%s no longer fit node %s: %v", task.Namespace, task.Name, task.NodeName, reasons)
+	e := p.fit(r, task.Job, n, p.gangView(task))
+	if len(e.reasons) > 0 {
+		event.Err = fmt.Errorf("vgpu: the GPUs of %s/%s no longer fit node %s: %v", task.Namespace, task.Name, task.NodeName, e.reasons)
 		p.log.Error(event.Err, "Refusing the allocation", "pod", klog.KObj(task.Pod))
 		return
 	}
-	pl = pl.Clone()
-	if err := placement.Apply(n, pl); err != nil {
+	pl := e.pl.Clone() // e is shared with later readers of the memo
+	err := placement.Apply(n, pl)
+	p.touched(task.NodeName)
+	if err != nil {
 		event.Err = fmt.Errorf("vgpu: booking the GPUs of %s/%s: %w", task.Namespace, task.Name, err)
 		p.log.Error(err, "Booking GPUs failed", "pod", klog.KObj(task.Pod))
 		return
@@ -332,6 +276,7 @@ func (p *plugin) allocate(event *framework.Event) {
 // undone.
 func (p *plugin) deallocate(event *framework.Event) {
 	task := event.Task
+	defer p.gangEvent(task)
 	pl, ok := p.booked[task.UID]
 	if !ok {
 		return
@@ -340,6 +285,7 @@ func (p *plugin) deallocate(event *framework.Event) {
 		if err := placement.Release(n, pl); err != nil {
 			p.log.Error(err, "Releasing GPUs failed", "pod", klog.KObj(task.Pod))
 		}
+		p.touched(pl.Node)
 	}
 	delete(p.booked, task.UID)
 	if task.Status == schedapi.Releasing { // Statement.Evict

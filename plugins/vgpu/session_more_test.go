@@ -60,7 +60,7 @@ func TestSessionDevicePolicy(t *testing.T) {
 				},
 				args: tc.args,
 				check: func(t *testing.T, r *sessionRun) {
-					as := assignments(t, r.kube, "ns")
+					as := assignments(t, r, "ns")
 					g0, g1 := uuids(as["p0"]), uuids(as["p1"])
 					if len(g0) != 1 || len(g1) != 1 {
 						t.Fatalf("assignments %v %v, want one GPU each", g0, g1)
@@ -102,7 +102,7 @@ func TestSessionNodePolicy(t *testing.T) {
 				},
 				args: tc.args,
 				check: func(t *testing.T, r *sessionRun) {
-					as := assignments(t, r.kube, "ns")
+					as := assignments(t, r, "ns")
 					n0, n1 := as["p0"].Node, as["p1"].Node
 					if n0 == "" || n1 == "" {
 						t.Fatalf("pods not assigned: %v", keys(as))
@@ -150,7 +150,7 @@ func TestSessionGPUFilters(t *testing.T) {
 					ExpectBindMap: map[string]string{"ns/p": tc.wantNode}, ExpectBindsNum: 1,
 				},
 				check: func(t *testing.T, r *sessionRun) {
-					got := uuids(assignments(t, r.kube, "ns")["p"])
+					got := uuids(assignments(t, r, "ns")["p"])
 					if len(got) != 1 || !strings.HasPrefix(got[0], "GPU-"+tc.wantNode+"-") || (tc.wantGPU != "" && got[0] != tc.wantGPU) {
 						t.Errorf("assigned %v, want one GPU of %s %s", got, tc.wantNode, tc.wantGPU)
 					}
@@ -190,7 +190,7 @@ func TestSessionImpossibleRequest(t *testing.T) {
 					ExpectBindMap: map[string]string{}, ExpectBindsNum: 0,
 				},
 				check: func(t *testing.T, r *sessionRun) {
-					if as := assignments(t, r.kube, "ns"); len(as) != 0 {
+					if as := assignments(t, r, "ns"); len(as) != 0 {
 						t.Errorf("assignments written: %v", keys(as))
 					}
 					msg := fitError(t, r.ssn, pod)
@@ -265,7 +265,7 @@ func TestSessionRestartNeverDoubleBooks(t *testing.T) {
 			var got []string
 			var refused *corev1.Pod
 			for _, p := range pods[2:] {
-				a, ok := assignments(t, r.kube, "ns")[p.Name]
+				a, ok := assignments(t, r, "ns")[p.Name]
 				if !ok {
 					refused = p
 					continue

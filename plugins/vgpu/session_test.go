@@ -30,7 +30,7 @@ func TestSessionGangOnNVLinkPairs(t *testing.T) {
 			ExpectBindMap: binds, ExpectBindsNum: 4,
 		},
 		check: func(t *testing.T, r *sessionRun) {
-			as := assignments(t, r.kube, "ns")
+			as := assignments(t, r, "ns")
 			if len(as) != 4 {
 				t.Fatalf("%d pods carry an assignment, want 4", len(as))
 			}
@@ -76,7 +76,7 @@ func TestSessionGangThatCannotFitLeavesNothing(t *testing.T) {
 			ExpectBindMap: map[string]string{}, ExpectBindsNum: 0,
 		},
 		check: func(t *testing.T, r *sessionRun) {
-			if as := assignments(t, r.kube, "ns"); len(as) != 0 {
+			if as := assignments(t, r, "ns"); len(as) != 0 {
 				t.Errorf("pods of a discarded gang carry assignments: %v", keys(as))
 			}
 		},
@@ -105,7 +105,7 @@ func TestSessionRespectsExistingAssignments(t *testing.T) {
 			ExpectBindMap: map[string]string{"ns/new": "n1"}, ExpectBindsNum: 1,
 		},
 		check: func(t *testing.T, r *sessionRun) {
-			a := assignments(t, r.kube, "ns")["new"]
+			a := assignments(t, r, "ns")["new"]
 			if got := a.Containers[0].Devices[0].UUID; got != "GPU-n1-1" {
 				t.Errorf("new pod got %s, want GPU-n1-1 (GPU-n1-0 is held exclusively)", got)
 			}

@@ -18,9 +18,10 @@ func podPlacement(pod *corev1.Pod, cache *decodeCache, inflight *Inflight) (plac
 	if value, ok := pod.Annotations[api.AssignmentKey]; ok {
 		pl, uid, err := cache.assignment(pod.UID, value)
 		if a, newer := inflight.Newer(pod.UID, value); newer {
-			// The pod still carries an earlier decision (written by a bind
-			// that never landed, e.g. a scheduler killed between PreBind and
-			// the Binding): the decision in flight is the one being bound.
+			// The pod carries something other than the decision in flight
+			// (an annotation the pod was created with, or written by an older
+			// scheduler whose bind never landed): the decision in flight is
+			// the one being bound.
 			return fromAssignment(a), true, nil
 		}
 		if err != nil {
@@ -47,9 +48,9 @@ func terminated(pod *corev1.Pod) bool {
 // Inflight remembers assignments from the moment their gang commits (the
 // session goroutine dispatches the task) until the scheduler's cache shows
 // them on the pod. The next session may open before the bind goroutine's
-// PreBind patches the pod, and Volcano opens it from its informer cache,
-// which lags the patch; without this a GPU booked by the previous session
-// could look free and be booked twice.
+// Binding (which carries the assignment) lands, and Volcano opens it from its
+// informer cache, which lags the Binding; without this a GPU booked by the
+// previous session could look free and be booked twice.
 // It lives as long as the scheduler process (created in main, passed to the
 // plugin builder) and is the only state shared across sessions.
 type Inflight struct {
@@ -61,7 +62,7 @@ type Inflight struct {
 
 type inflightEntry struct {
 	a     api.Assignment
-	value string // a, encoded as PreBind writes it
+	value string // a, encoded as the Binding carries it
 	added time.Time
 }
 
@@ -72,7 +73,7 @@ func NewInflight(now func() time.Time, ttl time.Duration) *Inflight {
 }
 
 // Put records an assignment committed for a pod, and its encoding, before
-// it is patched on.
+// the Binding carries it to the pod.
 func (f *Inflight) Put(uid types.UID, a api.Assignment, value string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -103,7 +104,7 @@ func (f *Inflight) Get(uid types.UID) (api.Assignment, bool) {
 	return e.a, true
 }
 
-// Forget drops an entry (the pod now carries its annotation, or binding failed).
+// Forget drops an entry (the pod now carries its annotation, or the bind failed).
 func (f *Inflight) Forget(uid types.UID) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
