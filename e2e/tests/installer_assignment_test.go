@@ -19,8 +19,8 @@ import (
 // testAssignmentWriters exercises the policy that lets only the scheduler's
 // ServiceAccount set, change or remove a pod's assignment: on pod creation,
 // on updates and in the Binding (the way the scheduler writes it). Everyone
-// else is refused, the cluster admin and the device plugin included.
-func testAssignmentWriters(t *testing.T, ctx context.Context, ns, dpSA, schedSA string) {
+// else is refused, the cluster admin included.
+func testAssignmentWriters(t *testing.T, ctx context.Context, ns, schedSA string) {
 	admin := shared.kube
 	sched := impersonate(t, ns, schedSA, "")
 	node := "installer-e2e-ghost-a"
@@ -83,7 +83,6 @@ func testAssignmentWriters(t *testing.T, ctx context.Context, ns, dpSA, schedSA 
 	}{
 		{"admin creates a pod carrying one", func() error { return createForged(admin) }, "only the GPU scheduler may set"},
 		{"admin sets one on a pending pod", func() error { return patch(admin, unbound, assignmentPatch(t, node)) }, "only the GPU scheduler may set"},
-		{"device plugin sets one", func() error { return patch(impersonate(t, ns, dpSA, node), bySched, other) }, "only the GPU scheduler may change"},
 		{"admin binds with one", func() error { return bind(admin, byAdmin, forged) }, "only the GPU scheduler may set"},
 		{"admin changes it", func() error { return patch(admin, bySched, other) }, "only the GPU scheduler may change"},
 		{"admin removes it", func() error { return patch(admin, bySched, remove) }, "only the GPU scheduler may remove"},
