@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/cdi"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/containerdir"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/dpserver"
@@ -52,7 +53,7 @@ type Plugin struct {
 	opts     Options
 	resource corev1.ResourceName
 	store    containerdir.Store
-	preload  string // host path of the ld.so.preload file
+	specs    cdi.Specs // the plugin's own CDI specs (CDI mode)
 	devices  []gpu.Device
 	topo     gpu.Topology
 	health   *health.Tracker
@@ -89,7 +90,7 @@ func New(ctx context.Context, o Options) (*Plugin, error) {
 	}
 	p := &Plugin{
 		opts: o, resource: corev1.ResourceName(o.Config.ResourceNames.Number),
-		store: containerdir.Store{Root: o.Config.StateDir},
+		store: containerdir.Store{Root: o.Config.StateDir}, specs: cdi.Specs{Dir: o.Config.CDI.SpecDir},
 		pods:  map[string]*podEntry{}, matchPods: map[string]*match.Pod{}, ledger: match.NewLedger(),
 		records: map[string][]containerdir.Record{}, names: map[string]string{}, named: map[string]int{}, gone: map[string]time.Time{}, devChanged: make(chan struct{}), podChanged: make(chan struct{}),
 	}
@@ -106,7 +107,9 @@ func New(ctx context.Context, o Options) (*Plugin, error) {
 	}
 	p.health = health.NewTracker(uuids, o.Config.Health.IgnoredXIDs, o.Config.Health.RecoveryPeriod.Duration)
 	if o.Config.PreloadEnabled() {
-		if p.preload, err = p.store.WritePreload(o.Config.Limiter.ContainerLibrary); err != nil {
+		// Each container has its own preload file now; the shared one stays for
+		// containers allocated by earlier versions (kubelet re-uses their mounts).
+		if _, err = p.store.WritePreload(o.Config.Limiter.ContainerLibrary); err != nil {
 			return nil, fmt.Errorf("writing %s under stateDir %s: %w", containerdir.PreloadFile, o.Config.StateDir, err)
 		}
 	}
