@@ -51,6 +51,7 @@ type bundleConfig struct {
 	Root struct {
 		Path string `json:"path"`
 	} `json:"root"`
+	Process process `json:"process"`
 }
 
 // maxState bounds what the hook reads from the runtime (config.json of a
@@ -62,7 +63,7 @@ func Run(stdin io.Reader, a Args) error {
 	if err := a.Validate(); err != nil {
 		return err
 	}
-	root, err := rootfs(stdin)
+	root, proc, err := rootfs(stdin)
 	if err != nil {
 		return err
 	}
@@ -70,39 +71,44 @@ func Run(stdin io.Reader, a Args) error {
 	if err != nil {
 		return err
 	}
-	b, err := Merge(a.Library, image)
+	b, kept, err := Merge(a.Library, image)
 	if err != nil {
 		return err
 	}
-	return WriteInPlace(a.File, b)
+	if err := WriteInPlace(a.File, b); err != nil {
+		return err
+	}
+	r := Inspect(root, proc)
+	r.KeptEntries = kept
+	return WriteReport(a.File, r)
 }
 
-// rootfs finds the container's root file system from the OCI state.
-func rootfs(stdin io.Reader) (string, error) {
+// rootfs finds the container's root file system and process from the OCI state.
+func rootfs(stdin io.Reader) (string, process, error) {
 	var st state
 	if err := json.NewDecoder(io.LimitReader(stdin, maxState)).Decode(&st); err != nil {
-		return "", fmt.Errorf("OCI state on stdin: %w (the runtime runs this as a createRuntime hook)", err)
+		return "", process{}, fmt.Errorf("OCI state on stdin: %w (the runtime runs this as a createRuntime hook)", err)
 	}
 	if !filepath.IsAbs(st.Bundle) {
-		return "", fmt.Errorf("OCI state on stdin: bundle %q is not an absolute path", st.Bundle)
+		return "", process{}, fmt.Errorf("OCI state on stdin: bundle %q is not an absolute path", st.Bundle)
 	}
 	f, err := os.Open(filepath.Join(st.Bundle, "config.json"))
 	if err != nil {
-		return "", fmt.Errorf("bundle config: %w", err)
+		return "", process{}, fmt.Errorf("bundle config: %w", err)
 	}
 	defer f.Close()
 	var cfg bundleConfig
 	if err := json.NewDecoder(io.LimitReader(f, maxState)).Decode(&cfg); err != nil {
-		return "", fmt.Errorf("bundle config %s: %w", f.Name(), err)
+		return "", process{}, fmt.Errorf("bundle config %s: %w", f.Name(), err)
 	}
 	root := cfg.Root.Path
 	if root == "" {
-		return "", fmt.Errorf("bundle config %s: no root.path", f.Name())
+		return "", process{}, fmt.Errorf("bundle config %s: no root.path", f.Name())
 	}
 	if !filepath.IsAbs(root) {
 		root = filepath.Join(st.Bundle, root)
 	}
-	return root, nil
+	return root, cfg.Process, nil
 }
 
 // ReadImageFile reads <root>/etc/ld.so.preload as the image has it: absent

@@ -26,7 +26,7 @@ func TestMerge(t *testing.T) {
 			want: lib + "\n# kept from the image's /etc/ld.so.preload:\n/a.so\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Merge(lib, []byte(tc.image))
+			got, _, err := Merge(lib, []byte(tc.image))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -35,10 +35,10 @@ func TestMerge(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Merge(lib, []byte("/a.so\x00")); !errors.Is(err, ErrImagePreload) {
+	if _, _, err := Merge(lib, []byte("/a.so\x00")); !errors.Is(err, ErrImagePreload) {
 		t.Errorf("NUL byte: err = %v", err)
 	}
-	if _, err := Merge(lib, []byte("/"+strings.Repeat("a", 5000))); !errors.Is(err, ErrImagePreload) {
+	if _, _, err := Merge(lib, []byte("/"+strings.Repeat("a", 5000))); !errors.Is(err, ErrImagePreload) {
 		t.Errorf("overlong entry: err = %v", err)
 	}
 }
@@ -139,6 +139,9 @@ func TestRun(t *testing.T) {
 			must(t, err)
 			if d := cmp.Diff(tc.want, string(got)); d != "" {
 				t.Errorf("container preload file (-want +got):\n%s", d)
+			}
+			if rep, err := ReadReport(filepath.Dir(b.preload)); (err == nil) != (tc.wantErr == "") || err == nil && rep.KeptEntries != strings.Count(tc.want, "\n")-1-min(1, strings.Count(tc.want, "#")) {
+				t.Errorf("image report = %+v, %v (want one exactly when the hook succeeds)", rep, err)
 			}
 			if after := inode(t, b.preload); after != before {
 				t.Errorf("preload file replaced (inode %d -> %d): the container's bind mount would keep the old one", before, after)

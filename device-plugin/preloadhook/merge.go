@@ -50,11 +50,12 @@ func Entries(b []byte) ([]string, error) {
 }
 
 // Merge returns the container's preload file: library first, then the
-// image's entries in their order, each once, library not repeated.
-func Merge(library string, image []byte) ([]byte, error) {
+// image's entries in their order, each once, library not repeated; and how
+// many of the image's entries it kept.
+func Merge(library string, image []byte) ([]byte, int, error) {
 	entries, err := Entries(image)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var b strings.Builder
 	b.WriteString(library + "\n")
@@ -71,5 +72,5 @@ func Merge(library string, image []byte) ([]byte, error) {
 		kept++
 		b.WriteString(e + "\n")
 	}
-	return []byte(b.String()), nil
+	return []byte(b.String()), kept, nil
 }
