@@ -27,10 +27,17 @@ type Container struct {
 	Cores                           int
 }
 
+// Unlimited is an allocated container libvcuda.so cannot load into.
+type Unlimited struct {
+	Namespace, Pod, Container string
+	Reason                    string // musl, static
+}
+
 // Snapshot is everything the gauges show.
 type Snapshot struct {
 	GPUs       []GPU
 	Containers []Container
+	Unlimited  []Unlimited
 }
 
 // Allocation failure reasons (label values).
@@ -64,12 +71,14 @@ var (
 	descHealthy  = prometheus.NewDesc(ns+"_gpu_healthy", "1 if the GPU is healthy, 0 after a critical Xid until it recovers.", gpuLabels, nil)
 	descCMem     = prometheus.NewDesc(ns+"_container_memory_limit_bytes", "GPU memory limit of a container on one GPU.", containerLabels, nil)
 	descCCores   = prometheus.NewDesc(ns+"_container_cores_limit_ratio", "Compute share of a container on one GPU (1 = the whole GPU).", containerLabels, nil)
+	descUnlim    = prometheus.NewDesc(ns+"_container_unlimited", "1 for an allocated container whose image or entrypoint libvcuda.so cannot load into (reason: musl, static): its GPU use is not limited.",
+		[]string{"namespace", "pod", "container", "reason"}, nil)
 )
 
 type collector struct{ snapshot func() Snapshot }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descMemCap, descMemAlloc, descCoreCap, descCoreAllo, descShares, descSharesMx, descHealthy, descCMem, descCCores} {
+	for _, d := range []*prometheus.Desc{descMemCap, descMemAlloc, descCoreCap, descCoreAllo, descShares, descSharesMx, descHealthy, descCMem, descCCores, descUnlim} {
 		ch <- d
 	}
 }
@@ -97,6 +106,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		l := []string{c.Namespace, c.Pod, c.Container, c.UUID}
 		ch <- prometheus.MustNewConstMetric(descCMem, prometheus.GaugeValue, float64(c.MemoryMiB)*mib, l...)
 		ch <- prometheus.MustNewConstMetric(descCCores, prometheus.GaugeValue, float64(c.Cores)/100, l...)
+	}
+	for _, u := range s.Unlimited {
+		ch <- prometheus.MustNewConstMetric(descUnlim, prometheus.GaugeValue, 1, u.Namespace, u.Pod, u.Container, u.Reason)
 	}
 }
 

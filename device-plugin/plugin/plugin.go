@@ -28,6 +28,7 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/match"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/metrics"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/podresources"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/preloadhook"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/replica"
 )
 
@@ -64,6 +65,7 @@ type Plugin struct {
 	matchPods   map[string]*match.Pod            // UID → entry.match, the view package match takes
 	ledger      *match.Ledger                    // what Allocate served
 	records     map[string][]containerdir.Record // UID → served containers, for metrics
+	reports     map[string]preloadhook.Report    // UID/container → the preload hook's image report
 	names       map[string]string                // UID → namespace/name of every pod bound here
 	named       map[string]int                   // namespace/name → how many UIDs carry it
 	gone        map[string]time.Time             // namespace/name → when its last pod was deleted
@@ -92,7 +94,7 @@ func New(ctx context.Context, o Options) (*Plugin, error) {
 		opts: o, resource: corev1.ResourceName(o.Config.ResourceNames.Number),
 		store: containerdir.Store{Root: o.Config.StateDir}, specs: cdi.Specs{Dir: o.Config.CDI.SpecDir},
 		pods:  map[string]*podEntry{}, matchPods: map[string]*match.Pod{}, ledger: match.NewLedger(),
-		records: map[string][]containerdir.Record{}, names: map[string]string{}, named: map[string]int{}, gone: map[string]time.Time{}, devChanged: make(chan struct{}), podChanged: make(chan struct{}),
+		records: map[string][]containerdir.Record{}, reports: map[string]preloadhook.Report{}, names: map[string]string{}, named: map[string]int{}, gone: map[string]time.Time{}, devChanged: make(chan struct{}), podChanged: make(chan struct{}),
 	}
 	var err error
 	if p.devices, err = o.Lib.Devices(); err != nil {
@@ -213,6 +215,9 @@ func (p *Plugin) deletePod(uid string) {
 	delete(p.pods, uid)
 	delete(p.matchPods, uid)
 	p.ledger.Forget(uid)
+	for _, r := range p.records[uid] {
+		delete(p.reports, reportKey(r))
+	}
 	delete(p.records, uid)
 	p.notePodChange()
 }

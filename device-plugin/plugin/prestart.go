@@ -114,5 +114,6 @@ func (p *Plugin) snapshot() metrics.Snapshot {
 			}
 		}
 	}
+	s.Unlimited = p.unlimitedLocked()
 	return s
 }

@@ -51,6 +51,9 @@ func (p *Plugin) Run(ctx context.Context, restart <-chan struct{}) error {
 	}
 	goRun("node report", func() error { p.reporter().Run(ctx, p.Inventory, p.signal(ctx), 0); return nil })
 	goRun("gc", func() error { p.gcLoop(ctx); return nil })
+	if p.opts.Config.CDI.KeepsPreload() {
+		goRun("image reports", func() error { p.imageReportLoop(ctx); return nil })
+	}
 	if src, ok := p.opts.Lib.(interface{ ComputeSource() compute.Source }); ok {
 		r := &compute.Runner{Source: src.ComputeSource(), List: p.tenancies, Clock: compute.Monotonic}
 		goRun("compute controller", func() error { return r.Run(ctx) })
