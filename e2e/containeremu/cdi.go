@@ -87,8 +87,9 @@ func (c Container) limiterSpecs(dir string) ([]cdi.Spec, error) {
 }
 
 // runHooks runs the createRuntime hooks of the container's limiter devices
-// with the OCI state of a bundle in dir whose root is the host's /.
-func runHooks(ctx context.Context, specs []cdi.Spec, dir, id string) error {
+// with the OCI state of a bundle in dir whose root is the host's / and whose
+// process is argv with env.
+func runHooks(ctx context.Context, specs []cdi.Spec, dir, id string, argv, env []string) error {
 	var hooks []cdi.Hook
 	for _, sp := range specs {
 		for _, d := range sp.Devices {
@@ -106,7 +107,12 @@ func runHooks(ctx context.Context, specs []cdi.Spec, dir, id string) error {
 	if err := os.MkdirAll(bundle, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(bundle, "config.json"), []byte(`{"ociVersion":"1.2.0","root":{"path":"/"}}`), 0o644); err != nil {
+	cfg, err := json.Marshal(map[string]any{"ociVersion": "1.2.0", "root": map[string]any{"path": "/"},
+		"process": map[string]any{"args": argv, "env": env, "cwd": "/"}})
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), cfg, 0o644); err != nil {
 		return err
 	}
 	state, err := json.Marshal(map[string]any{"ociVersion": "1.2.0", "id": id, "status": "creating", "bundle": bundle})

@@ -36,7 +36,7 @@ func TestLimiterHooksRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := runHooks(context.Background(), sp, filepath.Join(d, "c1"), "c1"); err != nil {
+	if err := runHooks(context.Background(), sp, filepath.Join(d, "c1"), "c1", []string{"/bin/app"}, []string{"PATH=/bin"}); err != nil {
 		t.Fatal(err)
 	}
 	var state struct{ Bundle string }
@@ -44,7 +44,7 @@ func TestLimiterHooksRun(t *testing.T) {
 	if err := json.Unmarshal(b, &state); err != nil {
 		t.Fatalf("hook's stdin %q: %v", b, err)
 	}
-	if cfg, _ := os.ReadFile(filepath.Join(state.Bundle, "config.json")); !strings.Contains(string(cfg), `"root":{"path":"/"}`) {
+	if cfg, _ := os.ReadFile(filepath.Join(state.Bundle, "config.json")); !strings.Contains(string(cfg), `"root":{"path":"/"}`) || !strings.Contains(string(cfg), `"args":["/bin/app"]`) {
 		t.Errorf("bundle config = %s", cfg)
 	}
 
@@ -52,7 +52,7 @@ func TestLimiterHooksRun(t *testing.T) {
 	if sp, err = c.limiterSpecs(specDir); err != nil {
 		t.Fatal(err)
 	}
-	if err := runHooks(context.Background(), sp, filepath.Join(d, "c2"), "c2"); err == nil || !strings.Contains(err.Error(), "refused") {
+	if err := runHooks(context.Background(), sp, filepath.Join(d, "c2"), "c2", []string{"/bin/app"}, nil); err == nil || !strings.Contains(err.Error(), "refused") {
 		t.Errorf("failing hook: err = %v, want its stderr", err)
 	}
 	c.Response.CDIDevices = []string{"volcano-vgpu.io/limiter=uid-c_main"}

@@ -146,7 +146,7 @@ func (e *Emulator) Start(ctx context.Context, c Container, argv ...string) (*Pro
 	if err != nil {
 		return nil, err
 	}
-	if err := runHooks(ctx, specs, dir, filepath.Base(dir)); err != nil {
+	if err := runHooks(ctx, specs, dir, filepath.Base(dir), argv, s.Env); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("container %s/%s on %s: %w", c.PodUID, c.Name, c.Node, err)
 	}
