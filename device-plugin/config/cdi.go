@@ -20,9 +20,9 @@ type CDI struct {
 	// toolkit's spec names them.
 	DeviceNames string `json:"deviceNames"`
 	// Annotations also passes the names as a cdi.k8s.io/ container
-	// annotation, for runtimes that read CDI only from annotations
-	// (containerd 1.7 before it read the CRI field). Leave it off where the
-	// runtime reads the CRI field: it would inject the devices twice.
+	// annotation, for runtimes that read CDI only from annotations, not from
+	// the CRI request. Leave it off where the runtime reads the CRI request:
+	// it would inject the devices twice.
 	Annotations bool `json:"annotations"`
 	// SpecDir is where the plugin writes its own CDI specs (host path the
 	// runtime reads).
