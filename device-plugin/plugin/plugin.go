@@ -93,7 +93,7 @@ func New(ctx context.Context, o Options) (*Plugin, error) {
 	p := &Plugin{
 		opts: o, resource: corev1.ResourceName(o.Config.ResourceNames.Number),
 		store: containerdir.Store{Root: o.Config.StateDir}, specs: cdi.Specs{Dir: o.Config.CDI.SpecDir},
-		pods:  map[string]*podEntry{}, matchPods: map[string]*match.Pod{}, ledger: match.NewLedger(),
+		pods: map[string]*podEntry{}, matchPods: map[string]*match.Pod{}, ledger: match.NewLedger(),
 		records: map[string][]containerdir.Record{}, reports: map[string]preloadhook.Report{}, names: map[string]string{}, named: map[string]int{}, gone: map[string]time.Time{}, devChanged: make(chan struct{}), podChanged: make(chan struct{}),
 	}
 	var err error
