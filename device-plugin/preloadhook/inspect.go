@@ -141,10 +141,22 @@ func entrypoint(rfd int, p process, depth int) (string, string) {
 		}
 	}
 	for _, c := range candidates {
-		fd, err := openInRoot(rfd, c, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+		// Only a regular file is opened for reading: opening a device node
+		// as root may have effects of its own.
+		pfd, err := openInRoot(rfd, c, unix.O_PATH)
 		if errors.Is(err, unix.ENOSYS) {
 			return name, LinkUnknown
 		}
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		err = unix.Fstat(pfd, &st)
+		unix.Close(pfd)
+		if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			continue
+		}
+		fd, err := openInRoot(rfd, c, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
 		if err != nil {
 			continue
 		}

@@ -53,6 +53,8 @@ func (im image) build(t *testing.T) string {
 		switch {
 		case len(src) > 2 && src[:2] == "->":
 			must(t, os.Symlink(src[2:], dst))
+		case src == "|fifo":
+			must(t, unix.Mkfifo(dst, 0o644))
 		case src == "":
 			must(t, os.WriteFile(dst, nil, 0o755))
 		case src[0] == '#':
@@ -99,6 +101,9 @@ func TestInspect(t *testing.T) {
 		{name: "relative link inside the image is followed",
 			image: image{glibc: "", "usr/bin/python3.11": dyn, "usr/bin/python3": "->python3.11"}, proc: process{Args: []string{"python3"}, Env: []string{"PATH=/usr/bin"}},
 			want: Report{Libc: "glibc", Entrypoint: "/usr/bin/python3", Linking: LinkDynamic}},
+		{name: "a FIFO entrypoint is not opened",
+			image: image{glibc: "", "app": "|fifo"}, proc: process{Args: []string{"/app"}},
+			want: Report{Libc: "glibc", Entrypoint: "/app", Linking: LinkUnknown}},
 		{name: "no entrypoint, no loader",
 			image: image{}, proc: process{},
 			want: Report{Libc: "unknown", Linking: LinkUnknown}},
