@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -185,4 +186,36 @@ func TestRunRefusesBadInput(t *testing.T) {
 	if got, _ := os.ReadFile(b.host); string(got) != "/host/evil.so\n" {
 		t.Errorf("host file changed: %q", got)
 	}
+}
+
+// FuzzMerge: whatever the image's file holds, Merge refuses it with
+// ErrImagePreload or writes the library first, then every entry of the
+// image's file once, and its output reads back as exactly that list.
+func FuzzMerge(f *testing.F) {
+	for _, s := range []string{"", "/a.so\n", "# c\n/a.so:/b.so\t/c.so #x\n", lib + " /a.so /a.so", "/a.so\x00", ":::\n\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, image []byte) {
+		out, kept, err := Merge(lib, image)
+		if err != nil {
+			if !errors.Is(err, ErrImagePreload) {
+				t.Fatalf("error %v is not ErrImagePreload", err)
+			}
+			return
+		}
+		in, _ := Entries(image)
+		got, err := Entries(out)
+		if err != nil {
+			t.Fatalf("merged file does not parse: %v", err)
+		}
+		want := []string{lib}
+		for _, e := range in {
+			if !slices.Contains(want, e) {
+				want = append(want, e)
+			}
+		}
+		if !slices.Equal(got, want) || kept != len(want)-1 {
+			t.Fatalf("merged %q (kept %d) reads %q, want %q", out, kept, got, want)
+		}
+	})
 }
