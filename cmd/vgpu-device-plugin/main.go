@@ -23,7 +23,8 @@ func main() {
 }
 
 // openNVML opens the node's NVML and warns when the limiter library the
-// containers will be given is missing on the host.
+// containers will be given, or the CDI hook the runtime will run, is missing
+// on the host.
 func openNVML(ctx context.Context, cfg config.Config, _ string) (gpu.DeviceLib, int, error) {
 	lib, err := gpu.Open()
 	if err != nil {
@@ -31,6 +32,11 @@ func openNVML(ctx context.Context, cfg config.Config, _ string) (gpu.DeviceLib, 
 	}
 	if _, err := os.Stat(cfg.Limiter.HostLibrary); err != nil {
 		klog.FromContext(ctx).Error(err, "libvcuda.so is missing on the host; containers will fail to start until it is installed", "limiter.hostLibrary", cfg.Limiter.HostLibrary)
+	}
+	if cfg.CDI.KeepsPreload() && cfg.PreloadEnabled() {
+		if _, err := os.Stat(cfg.CDI.HookPath); err != nil {
+			klog.FromContext(ctx).Error(err, "vgpu-cdi-hook is missing on the host; containers will fail to start until it is installed (or set cdi.keepImagePreload: false)", "cdi.hookPath", cfg.CDI.HookPath)
+		}
 	}
 	return lib, 0, nil
 }

@@ -38,6 +38,7 @@ type Config struct {
 	Health        Health            `json:"health"`
 	Report        Report            `json:"report"`
 	Allocate      Allocate          `json:"allocate"`
+	CDI           CDI               `json:"cdi"`
 	// MaxShares is the number of containers one GPU can serve (vgpu-number
 	// replicas per GPU). Simulated nodes carry their own value instead.
 	MaxShares int `json:"maxShares"`
@@ -188,6 +189,7 @@ func (c *Config) applyDefaults() {
 	if l.ContextMiB == nil {
 		l.ContextMiB = map[string]uint32{"default": 0}
 	}
+	c.CDI.applyDefaults()
 	if c.Health.IgnoredXIDs == nil {
 		c.Health.IgnoredXIDs = append([]uint64(nil), DefaultIgnoredXIDs...)
 	}
@@ -272,6 +274,9 @@ func (c *Config) Validate() error {
 		if k == "" || v > maxContextMiB {
 			return fmt.Errorf("limiter.contextMiB: expected a GPU model substring or \"default\" with 0 to %d MiB, got %q: %d", maxContextMiB, k, v)
 		}
+	}
+	if err := c.CDI.validate(); err != nil {
+		return err
 	}
 	if _, err := api.ParseComputePolicy("defaultComputePolicy", string(c.DefaultComputePolicy)); err != nil {
 		return err

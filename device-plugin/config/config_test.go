@@ -67,6 +67,27 @@ func TestParse(t *testing.T) {
 		{name: "bad policy", yaml: "version: v1\ndefaultComputePolicy: strict", wantErr: "defaultComputePolicy: expected one of fixed, balance, none"},
 		{name: "too many shares", yaml: "version: v1\nmaxShares: 101", wantErr: "maxShares: expected 1 to 100"},
 		{name: "bad duration", yaml: "version: v1\nreport:\n  heartbeatPeriod: soon", wantErr: `report.heartbeatPeriod: expected a duration such as 30s or 5m, got "soon"`},
+		{name: "CDI mode by default, GPUs by UUID", yaml: "version: v1", check: func(t *testing.T, c Config) {
+			if !c.CDI.On() || !c.CDI.KeepsPreload() || c.CDI.Kind != "nvidia.com/gpu" || c.CDI.Strategy() != "uuid" || c.CDI.Annotations {
+				t.Errorf("cdi = %+v", c.CDI)
+			}
+		}},
+		{name: "env mode keeps no preload hook", yaml: "version: v1\ncdi:\n  enabled: false", check: func(t *testing.T, c Config) {
+			if c.CDI.On() || c.CDI.KeepsPreload() {
+				t.Errorf("cdi = %+v: want env mode without the hook", c.CDI)
+			}
+		}},
+		{name: "CDI by index", yaml: "version: v1\ncdi:\n  deviceNames: index", check: func(t *testing.T, c Config) {
+			if c.CDI.Strategy() != "index" {
+				t.Errorf("strategy = %s", c.CDI.Strategy())
+			}
+		}},
+		{name: "CDI kind without class", yaml: "version: v1\ncdi:\n  kind: nvidia.com", wantErr: `cdi.kind: invalid CDI name: kind "nvidia.com": expected vendor/class such as nvidia.com/gpu`},
+		{name: "CDI class with a dot", yaml: "version: v1\ncdi:\n  kind: nvidia.com/gpu.x", wantErr: `cdi.kind: invalid CDI name: class "gpu.x"`},
+		{name: "CDI kind of the limiter", yaml: "version: v1\ncdi:\n  kind: volcano-vgpu.io/limiter", wantErr: "cdi.kind: volcano-vgpu.io/limiter is the plugin's own kind"},
+		{name: "CDI unknown strategy", yaml: "version: v1\ncdi:\n  deviceNames: busid", wantErr: `cdi.deviceNames: expected one of index, uuid, got "busid"`},
+		{name: "CDI relative spec dir", yaml: "version: v1\ncdi:\n  specDir: cdi", wantErr: `cdi.specDir: expected an absolute path on the host, got "cdi"`},
+		{name: "CDI unknown key", yaml: "version: v1\ncdi:\n  enable: true", wantErr: `unknown field "cdi.enable"`},
 		{name: "duplicate key", yaml: "version: v1\nmaxShares: 3\nmaxShares: 4", wantErr: "maxShares"},
 		{name: "duplicate resource names", yaml: "version: v1\nresourceNames:\n  number: a.io/x\n  memory: a.io/x\n  memoryPercentage: a.io/y\n  cores: a.io/z", wantErr: "resourceNames: resource names"},
 	}

@@ -1,7 +1,10 @@
 // Package containerdir owns the plugin's per-container state on the host:
 //
-//	<stateDir>/ld.so.preload                         lists libvcuda.so (mounted at /etc/ld.so.preload)
+//	<stateDir>/ld.so.preload                         lists libvcuda.so (kept for containers allocated
+//	                                                 by earlier versions, whose mounts name it)
 //	<stateDir>/containers/<podUID>/<container>/
+//	    ld.so.preload     libvcuda.so, then (CDI mode) the image's own entries written by the
+//	                      createRuntime hook; mounted read-only at /etc/ld.so.preload
 //	    vcuda.config      limiter config (mounted read-only)
 //	    vcuda.control     the compute controller's allowances (mounted read-only; only the node writes it)
 //	    allocation.json   what Allocate served (read back after a restart)
@@ -57,7 +60,7 @@ type Record struct {
 type Store struct{ Root string }
 
 // Paths are the host paths of one container's files.
-type Paths struct{ Dir, Config, Control, Shared string }
+type Paths struct{ Dir, Config, Control, Shared, Preload string }
 
 var (
 	uidRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,127}$`)
@@ -77,7 +80,7 @@ func (s Store) Paths(podUID, container string) (Paths, error) {
 	}
 	dir := filepath.Join(s.containers(), podUID, container)
 	return Paths{Dir: dir, Config: filepath.Join(dir, ConfigFile), Control: filepath.Join(dir, api.ControlFile),
-		Shared: filepath.Join(dir, SharedDir)}, nil
+		Shared: filepath.Join(dir, SharedDir), Preload: filepath.Join(dir, PreloadFile)}, nil
 }
 
 // WritePreload writes the ld.so.preload file naming the in-container library.
@@ -87,6 +90,28 @@ func (s Store) WritePreload(containerLibrary string) (string, error) {
 	}
 	p := filepath.Join(s.Root, PreloadFile)
 	return p, writeAtomic(p, []byte(containerLibrary+"\n"), 0o644)
+}
+
+// WriteContainerPreload writes a container's ld.so.preload naming the
+// in-container library. A file already there is rewritten in place, never
+// replaced: a container's bind mount may hold it.
+func WriteContainerPreload(p Paths, containerLibrary string) error {
+	f, err := os.OpenFile(p.Preload, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644)
+	if err != nil {
+		return fmt.Errorf("container preload file: %w", err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return fmt.Errorf("container preload file %s: not a regular file (%v)", p.Preload, err)
+	}
+	b := []byte(containerLibrary + "\n")
+	if _, err := f.WriteAt(b, 0); err != nil {
+		return fmt.Errorf("container preload file %s: %w", p.Preload, err)
+	}
+	if err := f.Truncate(int64(len(b))); err != nil {
+		return fmt.Errorf("container preload file %s: %w", p.Preload, err)
+	}
+	return f.Close()
 }
 
 // Write stores a container's limiter config and record, and creates its
@@ -138,6 +163,15 @@ func (s Store) Records() ([]Record, error) {
 		out = append(out, r)
 	}
 	return out, errors.Join(errs...)
+}
+
+// HasPod reports whether a pod has a directory here.
+func (s Store) HasPod(podUID string) bool {
+	if !uidRE.MatchString(podUID) {
+		return false
+	}
+	_, err := os.Lstat(filepath.Join(s.containers(), podUID))
+	return err == nil
 }
 
 // GC removes the directories of pods for which live returns false and whose

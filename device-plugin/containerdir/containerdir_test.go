@@ -113,3 +113,41 @@ func TestControlFileCreatedOnceAndRefusedWhenForged(t *testing.T) {
 		t.Error("Write accepted a symbolic link as the control file")
 	}
 }
+
+func TestWriteContainerPreloadInPlace(t *testing.T) {
+	s := Store{Root: t.TempDir()}
+	p, err := s.Paths("uid-1", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteContainerPreload(p, "/v/libvcuda.so"); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.Stat(p.Preload)
+	// the hook appended the image's entries; a second Allocate rewrites the same file
+	if err := os.WriteFile(p.Preload, []byte("/v/libvcuda.so\n/image/lib.so\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteContainerPreload(p, "/v/libvcuda.so"); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.Stat(p.Preload)
+	if b, _ := os.ReadFile(p.Preload); string(b) != "/v/libvcuda.so\n" {
+		t.Errorf("preload = %q", b)
+	}
+	if !os.SameFile(before, after) {
+		t.Error("the preload file was replaced; a container's bind mount would keep the old one")
+	}
+	if err := os.Remove(p.Preload); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/hostname", p.Preload); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteContainerPreload(p, "/v/libvcuda.so"); err == nil {
+		t.Error("wrote through a symbolic link")
+	}
+}

@@ -34,11 +34,18 @@ type Health struct {
 	UnnamedGPUs     int               // GPUs NVML cannot name, left out of the inventory
 }
 
+// Unlimited is an allocated container libvcuda.so cannot load into.
+type Unlimited struct {
+	Namespace, Pod, Container string
+	Reason                    string // musl, static
+}
+
 // Snapshot is everything the gauges show.
 type Snapshot struct {
 	GPUs       []GPU
 	Containers []Container
 	Health     Health
+	Unlimited  []Unlimited
 }
 
 // Allocation failure reasons (label values).
@@ -75,12 +82,14 @@ var (
 	descWaitErr  = prometheus.NewDesc(ns+"_nvml_event_wait_errors_total", "NVML event set failures; each is retried with backoff while the probes watch the GPUs.", nil, nil)
 	descProbeErr = prometheus.NewDesc(ns+"_gpu_probe_failures_total", "Failed NVML probes of a GPU (lost, or a reset pending).", []string{"gpu_uuid"}, nil)
 	descUnnamed  = prometheus.NewDesc(ns+"_gpus_unnamed", "GPUs NVML counts but cannot name; they are missing from the inventory until a restart.", nil, nil)
+	descUnlim    = prometheus.NewDesc(ns+"_container_unlimited", "1 for an allocated container whose image or entrypoint libvcuda.so cannot load into (reason: musl, static): its GPU use is not limited.",
+		[]string{"namespace", "pod", "container", "reason"}, nil)
 )
 
 type collector struct{ snapshot func() Snapshot }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descMemCap, descMemAlloc, descCoreCap, descCoreAllo, descShares, descSharesMx, descHealthy, descCMem, descCCores, descWaitErr, descProbeErr, descUnnamed} {
+	for _, d := range []*prometheus.Desc{descMemCap, descMemAlloc, descCoreCap, descCoreAllo, descShares, descSharesMx, descHealthy, descCMem, descCCores, descWaitErr, descProbeErr, descUnnamed, descUnlim} {
 		ch <- d
 	}
 }
@@ -113,6 +122,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		l := []string{c.Namespace, c.Pod, c.Container, c.UUID}
 		ch <- prometheus.MustNewConstMetric(descCMem, prometheus.GaugeValue, float64(c.MemoryMiB)*mib, l...)
 		ch <- prometheus.MustNewConstMetric(descCCores, prometheus.GaugeValue, float64(c.Cores)/100, l...)
+	}
+	for _, u := range s.Unlimited {
+		ch <- prometheus.MustNewConstMetric(descUnlim, prometheus.GaugeValue, 1, u.Namespace, u.Pod, u.Container, u.Reason)
 	}
 }
 

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -162,10 +160,14 @@ func (p *Plugin) allocateLocked(ids []string, known match.Known) (*pluginapi.Con
 	if _, err := p.store.Write(rec, cfg); err != nil {
 		return nil, rec, false, fmt.Errorf("writing the limiter config of pod %s/%s container %s: %w", rec.Namespace, rec.Name, rec.Container, err)
 	}
+	resp, err := p.response(rec, paths)
+	if err != nil {
+		return nil, rec, false, fmt.Errorf("pod %s/%s container %s: %w", rec.Namespace, rec.Name, rec.Container, err)
+	}
 	p.ledger.Record(c, ids)
 	p.records[rec.PodUID] = append(p.records[rec.PodUID], rec)
 	done := p.ledger.Next(c.Pod.UID) >= len(c.Pod.Containers)
-	return p.response(rec, paths), rec, done, nil
+	return resp, rec, done, nil
 }
 
 // contextMiB is limiter.contextMiB for the models of the given GPUs.
@@ -192,37 +194,6 @@ func (p *Plugin) policyFor(e *podEntry) api.ComputePolicy {
 		return p.nodePolicy
 	}
 	return p.opts.Config.DefaultComputePolicy
-}
-
-// Container environment variables set by Allocate (names owned by api).
-const (
-	EnvVisibleDevices = api.EnvVisibleDevices
-	EnvConfig         = api.EnvConfig
-	EnvSharedDir      = api.EnvSharedDir
-	EnvPolicy         = api.EnvPolicy
-	PreloadMountPath  = api.LdPreloadPath
-)
-
-func (p *Plugin) response(rec containerdir.Record, paths containerdir.Paths) *pluginapi.ContainerAllocateResponse {
-	l := p.opts.Config.Limiter
-	r := &pluginapi.ContainerAllocateResponse{
-		Envs: map[string]string{
-			EnvVisibleDevices: strings.Join(uuidsOf(rec.Devices), ","),
-			EnvConfig:         l.ConfigPath,
-			EnvSharedDir:      l.SharedDir,
-			EnvPolicy:         string(rec.ComputePolicy),
-		},
-		Mounts: []*pluginapi.Mount{
-			{ContainerPath: l.ConfigPath, HostPath: paths.Config, ReadOnly: true},
-			{ContainerPath: filepath.Join(filepath.Dir(l.ConfigPath), api.ControlFile), HostPath: paths.Control, ReadOnly: true},
-			{ContainerPath: l.ContainerLibrary, HostPath: l.HostLibrary, ReadOnly: true},
-			{ContainerPath: l.SharedDir, HostPath: paths.Shared, ReadOnly: false},
-		},
-	}
-	if p.preload != "" {
-		r.Mounts = append(r.Mounts, &pluginapi.Mount{ContainerPath: PreloadMountPath, HostPath: p.preload, ReadOnly: true})
-	}
-	return r
 }
 
 func uuidsOf(devs []api.DeviceShare) []string {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,8 +54,8 @@ func TestAllocateTwoPodsOnOneGPU(t *testing.T) {
 	if got := readLimiter(t, r); got.Name != "p1" || got.Devices[0].MemoryMiB != 4096 {
 		t.Errorf("limiter config = %+v, want p1's 4096 MiB", got)
 	}
-	if got, want := r.Envs[EnvVisibleDevices], e.gpu(0); got != want {
-		t.Errorf("%s = %q, want %q", EnvVisibleDevices, got, want)
+	if got, want := cdiNames(r), []string{"nvidia.com/gpu=" + e.gpu(0), "volcano-vgpu.io/limiter=uid-p1_main"}; !slices.Equal(got, want) {
+		t.Errorf("CDI devices = %q, want %q", got, want)
 	}
 
 	e.kubelet.set("p1", map[string][]string{"main": {e.id(0, 0)}})
@@ -65,47 +66,6 @@ func TestAllocateTwoPodsOnOneGPU(t *testing.T) {
 	}
 	if got := readLimiter(t, r); got.Name != "p2" || got.Devices[0].MemoryMiB != 8192 || got.Devices[0].Cores != 50 {
 		t.Errorf("limiter config = %+v, want p2's 8192 MiB / 50%%", got)
-	}
-}
-
-func TestAllocateResponse(t *testing.T) {
-	e := newEnv(t)
-	e.add(t, pod("p1").app("main", share(2), share(3)).annotate(api.ComputePolicyKey, "balance").obj(t, e))
-	e.kubelet.set("p1", map[string][]string{"main": nil})
-	r, err := e.p.Allocate(context.Background(), []string{e.id(3, 0), e.id(2, 4)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := e.cfg.StateDir + "/containers/uid-p1/main"
-	want := &pluginapi.ContainerAllocateResponse{
-		Envs: map[string]string{
-			EnvVisibleDevices: e.gpu(2) + "," + e.gpu(3), EnvConfig: "/etc/vcuda/vcuda.config",
-			EnvSharedDir: "/var/run/vcuda", EnvPolicy: "balance",
-		},
-		Mounts: []*pluginapi.Mount{
-			{ContainerPath: "/etc/vcuda/vcuda.config", HostPath: dir + "/vcuda.config", ReadOnly: true},
-			{ContainerPath: "/etc/vcuda/vcuda.control", HostPath: dir + "/vcuda.control", ReadOnly: true}, // only the node writes allowances
-			{ContainerPath: "/usr/local/volcano-vgpu/libvcuda.so", HostPath: "/usr/local/volcano-vgpu/libvcuda.so", ReadOnly: true},
-			{ContainerPath: "/var/run/vcuda", HostPath: dir + "/shared", ReadOnly: false},
-			{ContainerPath: "/etc/ld.so.preload", HostPath: e.cfg.StateDir + "/ld.so.preload", ReadOnly: true},
-		},
-	}
-	if d := cmp.Diff(want.Envs, r.Envs); d != "" {
-		t.Errorf("envs (-want +got):\n%s", d)
-	}
-	if len(r.Mounts) != len(want.Mounts) {
-		t.Fatalf("mounts = %v", r.Mounts)
-	}
-	for i := range want.Mounts {
-		if w, g := want.Mounts[i], r.Mounts[i]; w.ContainerPath != g.ContainerPath || w.HostPath != g.HostPath || w.ReadOnly != g.ReadOnly {
-			t.Errorf("mount %d = %v, want %v", i, g, w)
-		}
-	}
-	if b, err := os.ReadFile(e.cfg.StateDir + "/ld.so.preload"); err != nil || string(b) != "/usr/local/volcano-vgpu/libvcuda.so\n" {
-		t.Errorf("ld.so.preload = %q, %v", b, err)
-	}
-	if st, err := os.Stat(dir + "/shared"); err != nil || st.Mode().Perm() != 0o777 {
-		t.Errorf("shared dir: %v, %v", st, err)
 	}
 }
 

@@ -4,14 +4,28 @@ import (
 	"context"
 	"fmt"
 	"testing"
+
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
 )
 
 // BenchmarkAllocate110Pods is one container's Allocate on a full node: 110
 // pods bound (kubelet lists them all), 14 of them assigned the requested
 // GPU; it includes the PodResources snapshot, the match, writing the
-// limiter config and record, and building the response.
+// limiter config, record and preload file, and building the response; in
+// CDI mode also the container's CDI spec.
 func BenchmarkAllocate110Pods(b *testing.B) {
-	e := newEnvIn(b, b.TempDir())
+	for _, mode := range []struct {
+		name string
+		cdi  bool
+	}{{"cdi", true}, {"env", false}} {
+		b.Run(mode.name, func(b *testing.B) {
+			benchAllocate(b, func(c *config.Config) { c.CDI.Enabled = &mode.cdi })
+		})
+	}
+}
+
+func benchAllocate(b *testing.B, edit func(*config.Config)) {
+	e := newEnvWith(b, b.TempDir(), edit)
 	e.p.opts.Limiter = EncodeLimiter
 	for i := range 110 {
 		name := fmt.Sprintf("p%03d", i)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -89,6 +90,13 @@ func newEnv(t *testing.T) *testEnv {
 
 func newEnvIn(t testing.TB, stateDir string) *testEnv {
 	t.Helper()
+	return newEnvWith(t, stateDir, nil)
+}
+
+// newEnvWith is newEnvIn with the config changed by edit (nil: defaults,
+// with the CDI spec directory under stateDir).
+func newEnvWith(t testing.TB, stateDir string, edit func(*config.Config)) *testEnv {
+	t.Helper()
 	node := simNode(t, testNode)
 	sim := nvmlsim.New(node)
 	lib, err := gpu.New(sim)
@@ -97,7 +105,11 @@ func newEnvIn(t testing.TB, stateDir string) *testEnv {
 	}
 	cfg := config.Default()
 	cfg.StateDir = stateDir
+	cfg.CDI.SpecDir = filepath.Join(stateDir, "cdi") // never the host's
 	cfg.Allocate.AssignmentWait.Duration = 0
+	if edit != nil {
+		edit(&cfg)
+	}
 	e := &testEnv{client: fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}}), kubelet: &fakeKubelet{}, sim: sim, node: node, clock: clocktesting.NewFakeClock(t0), cfg: cfg}
 	e.p, err = New(context.Background(), Options{
 		Node: testNode, Client: e.client, Lib: lib, Config: cfg, MaxShares: node.GPUs[0].MaxShares,

@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/cdi"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/containerdir"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/dpserver"
@@ -28,6 +29,7 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/match"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/metrics"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/podresources"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/preloadhook"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/replica"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/reschedule"
 )
@@ -54,7 +56,8 @@ type Plugin struct {
 	opts     Options
 	resource corev1.ResourceName
 	store    containerdir.Store
-	preload  string       // host path of the ld.so.preload file
+	preload  string       // host path of the shared ld.so.preload file
+	specs    cdi.Specs    // the plugin's own CDI specs (CDI mode)
 	devices  []gpu.Device // with those NVML could not describe now (Failure)
 	// described is the last full description of every GPU, kept in the
 	// health state; unnamed counts GPUs NVML could not even name.
@@ -70,6 +73,7 @@ type Plugin struct {
 	matchPods   map[string]*match.Pod            // UID → entry.match, the view package match takes
 	ledger      *match.Ledger                    // what Allocate served
 	records     map[string][]containerdir.Record // UID → served containers, for metrics
+	reports     map[string]preloadhook.Report    // UID/container → the preload hook's image report
 	names       map[string]string                // UID → namespace/name of every pod bound here
 	named       map[string]int                   // namespace/name → how many UIDs carry it
 	gone        map[string]time.Time             // namespace/name → when its last pod was deleted
@@ -97,9 +101,9 @@ func New(ctx context.Context, o Options) (*Plugin, error) {
 	}
 	p := &Plugin{
 		opts: o, resource: corev1.ResourceName(o.Config.ResourceNames.Number),
-		store: containerdir.Store{Root: o.Config.StateDir},
-		pods:  map[string]*podEntry{}, matchPods: map[string]*match.Pod{}, ledger: match.NewLedger(),
-		records: map[string][]containerdir.Record{}, names: map[string]string{}, named: map[string]int{}, gone: map[string]time.Time{}, devChanged: make(chan struct{}), podChanged: make(chan struct{}),
+		store: containerdir.Store{Root: o.Config.StateDir}, specs: cdi.Specs{Dir: o.Config.CDI.SpecDir},
+		pods: map[string]*podEntry{}, matchPods: map[string]*match.Pod{}, ledger: match.NewLedger(),
+		records: map[string][]containerdir.Record{}, reports: map[string]preloadhook.Report{}, names: map[string]string{}, named: map[string]int{}, gone: map[string]time.Time{}, devChanged: make(chan struct{}), podChanged: make(chan struct{}),
 	}
 	var err error
 	if err := os.MkdirAll(o.Config.StateDir, 0o755); err != nil {
@@ -112,7 +116,9 @@ func New(ctx context.Context, o Options) (*Plugin, error) {
 		return nil, fmt.Errorf("measuring GPU topology: %w", err)
 	}
 	if o.Config.PreloadEnabled() {
-		if p.preload, err = p.store.WritePreload(o.Config.Limiter.ContainerLibrary); err != nil {
+		// Each container has its own preload file now; the shared one stays for
+		// containers allocated by earlier versions (kubelet re-uses their mounts).
+		if _, err = p.store.WritePreload(o.Config.Limiter.ContainerLibrary); err != nil {
 			return nil, fmt.Errorf("writing %s under stateDir %s: %w", containerdir.PreloadFile, o.Config.StateDir, err)
 		}
 	}
@@ -216,6 +222,9 @@ func (p *Plugin) deletePod(uid string) {
 	delete(p.pods, uid)
 	delete(p.matchPods, uid)
 	p.ledger.Forget(uid)
+	for _, r := range p.records[uid] {
+		delete(p.reports, reportKey(r))
+	}
 	delete(p.records, uid)
 	p.notePodChange()
 }

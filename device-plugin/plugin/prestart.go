@@ -86,5 +86,6 @@ func (p *Plugin) snapshot() metrics.Snapshot {
 			}
 		}
 	}
+	s.Unlimited = p.unlimitedLocked()
 	return s
 }

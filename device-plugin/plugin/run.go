@@ -55,6 +55,9 @@ func (p *Plugin) Run(ctx context.Context, restart <-chan struct{}) error {
 	}
 	goRun("node report", func() error { p.reporter().Run(ctx, p.Inventory, p.signal(ctx), 0); return nil })
 	goRun("gc", func() error { p.gcLoop(ctx); return nil })
+	if p.opts.Config.CDI.KeepsPreload() {
+		goRun("image reports", func() error { p.imageReportLoop(ctx); return nil })
+	}
 	if src, ok := p.opts.Lib.(interface{ ComputeSource() compute.Source }); ok {
 		r := &compute.Runner{Source: src.ComputeSource(), List: p.tenancies, Clock: compute.Monotonic}
 		goRun("compute controller", func() error { return r.Run(ctx) })
@@ -261,7 +264,31 @@ func (p *Plugin) GC(ctx context.Context, minAge time.Duration) {
 	for _, uid := range removed {
 		p.deletePod(uid)
 	}
+	p.gcSpecs(ctx)
 	if len(removed) > 0 {
 		klog.FromContext(ctx).V(2).Info("Removed the limiter files of deleted pods", "podUIDs", removed)
+	}
+}
+
+// gcSpecs removes the plugin's CDI specs of pods whose state is gone (the
+// runtime only reads them while creating a container).
+func (p *Plugin) gcSpecs(ctx context.Context) {
+	if !p.opts.Config.CDI.KeepsPreload() {
+		return
+	}
+	uids, err := p.specs.Pods()
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Listing the plugin's CDI specs", "cdi.specDir", p.specs.Dir)
+		return
+	}
+	for _, uid := range uids {
+		if p.store.HasPod(uid) {
+			continue
+		}
+		if err := p.specs.Remove(uid); err != nil {
+			klog.FromContext(ctx).Error(err, "Removing the CDI specs of a deleted pod", "podUID", uid)
+			continue
+		}
+		klog.FromContext(ctx).V(4).Info("Removed the CDI specs of a deleted pod", "podUID", uid)
 	}
 }

@@ -35,14 +35,19 @@ func (c Config) NodeDir(node string) string { return filepath.Join(c.SocketDir, 
 func (c Config) RecordsDir(node string) string { return filepath.Join(c.NodeDir(node), "records") }
 
 // devicePluginConfig writes the device plugin configuration the simulated
-// nodes share: the limiter library is the one built in vcuda/_build; with
-// DevicePluginHAMi the plugins also publish deviceshare's annotations.
+// nodes share: the limiter library is the one built in vcuda/_build; CDI mode
+// (the default) with the plugin's specs where the container emulator reads
+// them and the hook built in the bin directory; with DevicePluginHAMi the
+// plugins also publish deviceshare's annotations.
 func (c Config) devicePluginConfig() (string, error) {
 	path := filepath.Join(c.StateDir, "device-plugin.yaml")
 	lib := filepath.Join(c.Root, "vcuda", "_build", "libvcuda.so")
 	// A short quiet period and probe interval let the GPU-fault scenarios
 	// see a recovery in seconds; pods whose Allocate failed are handed back.
-	body := fmt.Sprintf("version: v1\nlimiter:\n  hostLibrary: %s\nhealth:\n  recoveryPeriod: 10s\n  probeInterval: 2s\nallocate:\n  reschedule: true\nreport:\n  heartbeatPeriod: 1m\n", lib)
+	specDir := containeremu.DefaultConfig(c.Root, c.SocketDir).CDISpecDir
+	body := fmt.Sprintf("version: v1\nlimiter:\n  hostLibrary: %s\ncdi:\n  specDir: %s\n  hookPath: %s\n"+
+		"health:\n  recoveryPeriod: 10s\n  probeInterval: 2s\nallocate:\n  reschedule: true\nreport:\n  heartbeatPeriod: 1m\n",
+		lib, specDir, c.bin("vgpu-cdi-hook"))
 	if c.DevicePluginHAMi {
 		body += "  hami: true\n"
 	}

@@ -38,6 +38,7 @@ func TestDevicePluginConfigHAMi(t *testing.T) {
 		cfg := testConfig(t)
 		cfg.DevicePluginHAMi = hami
 		cfg.Root = t.TempDir() // hostLibrary must be absolute
+		cfg.SocketDir = filepath.Join(cfg.Root, "nodes")
 		if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -52,6 +53,10 @@ func TestDevicePluginConfigHAMi(t *testing.T) {
 		}
 		if got.Report.HAMi != hami {
 			t.Errorf("report.hami = %t, want %t", got.Report.HAMi, hami)
+		}
+		// CDI mode, with specs where the container emulator reads them: never the host's.
+		if want := filepath.Join(cfg.SocketDir, "cdi"); !got.CDI.On() || got.CDI.SpecDir != want || got.CDI.HookPath != filepath.Join(cfg.BinDir, "vgpu-cdi-hook") {
+			t.Errorf("cdi = %+v, want CDI mode with specDir %s and the hook in %s", got.CDI, want, cfg.BinDir)
 		}
 	}
 }

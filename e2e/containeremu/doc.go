@@ -14,11 +14,15 @@
 //     path (read-only when the response says so); the environment is the
 //     image's (PATH, HOME, LD_LIBRARY_PATH as CUDA images set it) plus exactly
 //     the response's envs;
-//   - the NVIDIA runtime hook: it reads NVIDIA_VISIBLE_DEVICES ("all", "none",
-//     "void", or a list of UUIDs or node indexes) and exposes only those GPUs,
-//     as it does by creating only their /dev/nvidiaN nodes, and mounts the
-//     driver libraries (the fake libcuda.so.1 and libnvidia-ml.so.1) at
-//     /usr/local/nvidia/lib64;
+//   - the NVIDIA runtime hook and the runtime's CDI registry: the GPUs are
+//     those of the response's CDI devices (nvidia.com/gpu=<UUID|index|all>, as
+//     the NVIDIA toolkit's generated spec names them) plus those of
+//     NVIDIA_VISIBLE_DEVICES ("all", "none", "void", or a list of UUIDs or
+//     node indexes), exposed as the real ones are by creating only their
+//     /dev/nvidiaN nodes; the device plugin's volcano-vgpu.io/limiter devices
+//     are read from Config.CDISpecDir and their createRuntime hooks run before
+//     the process starts (see cdi.go); the driver libraries (the fake
+//     libcuda.so.1 and libnvidia-ml.so.1) are mounted at /usr/local/nvidia/lib64;
 //   - the node's driver: the fake driver keeps one state file per GPU under
 //     <WorkDir>/<node>/gpus, created for every GPU of the node (same UUIDs,
 //     same memory as e2e/sim/clusters), shared by all containers on that node, so

@@ -34,7 +34,10 @@ type Config struct {
 	DriverDir string
 	// Workload is vcuda's workload program.
 	Workload string
-	Mode     Mode
+	// CDISpecDir holds the device plugin's own CDI specs (its cdi.specDir);
+	// empty: no limiter device resolves.
+	CDISpecDir string
+	Mode       Mode
 }
 
 // EnvMode forces a mode in DefaultConfig: "namespace" or "fallback" (unset:
@@ -50,7 +53,7 @@ const EnvMode = "VGPU_CONTAINEREMU_MODE"
 func DefaultConfig(root, nodesDir string) Config {
 	build := filepath.Join(root, "vcuda", "_build")
 	return Config{WorkDir: filepath.Join(nodesDir, "containeremu"), DriverDir: filepath.Join(build, "fake"),
-		Workload: filepath.Join(build, "workload"), Mode: Mode(os.Getenv(EnvMode))}
+		Workload: filepath.Join(build, "workload"), CDISpecDir: filepath.Join(nodesDir, "cdi"), Mode: Mode(os.Getenv(EnvMode))}
 }
 
 // Emulator starts processes in emulated containers. It is safe for
@@ -131,6 +134,10 @@ func (e *Emulator) Start(ctx context.Context, c Container, argv ...string) (*Pro
 	if err != nil {
 		return nil, fmt.Errorf("container %s/%s on %s: %w", c.PodUID, c.Name, c.Node, err)
 	}
+	specs, err := c.limiterSpecs(e.cfg.CDISpecDir)
+	if err != nil {
+		return nil, fmt.Errorf("container %s/%s on %s: %w", c.PodUID, c.Name, c.Node, err)
+	}
 	parent := filepath.Join(e.cfg.WorkDir, c.Node, "containers")
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return nil, err
@@ -138,6 +145,10 @@ func (e *Emulator) Start(ctx context.Context, c Container, argv ...string) (*Pro
 	dir, err := os.MkdirTemp(parent, c.PodUID+"."+c.Name+".")
 	if err != nil {
 		return nil, err
+	}
+	if err := runHooks(ctx, specs, dir, filepath.Base(dir), argv, s.Env); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("container %s/%s on %s: %w", c.PodUID, c.Name, c.Node, err)
 	}
 	p := &Process{Mode: e.mode, Dir: dir, done: make(chan struct{})}
 	p.cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)

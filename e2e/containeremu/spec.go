@@ -81,6 +81,7 @@ func FromRecord(rec kubeletemu.Record, name string, nodeGPUs []GPU) (Container, 
 		}
 		c.Response.Mounts = append(c.Response.Mounts, cr.Response.Mounts...)
 		c.Response.Devices = append(c.Response.Devices, cr.Response.Devices...)
+		c.Response.CDIDevices = append(c.Response.CDIDevices, cr.Response.CDIDevices...)
 	}
 	if !found {
 		return Container{}, fmt.Errorf("pod %s/%s (%s) on %s: no Allocate response recorded for container %q (admitted %t, error %q)",
@@ -89,38 +90,60 @@ func FromRecord(rec kubeletemu.Record, name string, nodeGPUs []GPU) (Container, 
 	return c, nil
 }
 
-// visibleGPUs is what the NVIDIA runtime hook exposes for the container's
-// NVIDIA_VISIBLE_DEVICES: UUIDs or node indexes, "all", or none.
+// visibleGPUs is what the runtime exposes: the GPUs of the response's CDI
+// devices, plus those the NVIDIA runtime hook reads from
+// NVIDIA_VISIBLE_DEVICES (UUIDs or node indexes, "all", or none for
+// "none", "void" or unset), as on a node that has both.
 func (c Container) visibleGPUs() ([]GPU, error) {
 	if c.ExposeAllGPUs {
 		return c.NodeGPUs, nil
+	}
+	out, err := c.cdiGPUs()
+	if err != nil {
+		return nil, err
 	}
 	v, ok := c.Response.Envs[api.EnvVisibleDevices]
 	v = strings.TrimSpace(v)
 	switch {
 	case !ok || v == "" || v == "void" || v == "none":
-		return nil, nil
 	case v == "all":
-		return c.NodeGPUs, nil
-	}
-	var out []GPU
-	for _, id := range strings.Split(v, ",") {
-		id = strings.TrimSpace(id)
-		i := slices.IndexFunc(c.NodeGPUs, func(g GPU) bool { return g.UUID == id })
-		if n, err := strconv.Atoi(id); err == nil && n >= 0 && n < len(c.NodeGPUs) {
-			i = n
-		}
-		if i < 0 {
-			return nil, fmt.Errorf("%w: %q on node %s", ErrUnknownGPU, id, c.Node)
-		}
-		if !slices.Contains(out, c.NodeGPUs[i]) {
+		out = append(out, c.NodeGPUs...)
+	default:
+		for _, id := range strings.Split(v, ",") {
+			id = strings.TrimSpace(id)
+			i := slices.IndexFunc(c.NodeGPUs, func(g GPU) bool { return g.UUID == id })
+			if n, err := strconv.Atoi(id); err == nil && n >= 0 && n < len(c.NodeGPUs) {
+				i = n
+			}
+			if i < 0 {
+				return nil, fmt.Errorf("%w: %q on node %s", ErrUnknownGPU, id, c.Node)
+			}
 			out = append(out, c.NodeGPUs[i])
 		}
 	}
-	// The driver enumerates in its own (bus) order, not the variable's.
-	sort.SliceStable(out, func(a, b int) bool {
-		return slices.Index(c.NodeGPUs, out[a]) < slices.Index(c.NodeGPUs, out[b])
+	// Each once, in the driver's (bus) order, not the variable's.
+	var uniq []GPU
+	for _, g := range out {
+		if !slices.Contains(uniq, g) {
+			uniq = append(uniq, g)
+		}
+	}
+	sort.SliceStable(uniq, func(a, b int) bool {
+		return slices.Index(c.NodeGPUs, uniq[a]) < slices.Index(c.NodeGPUs, uniq[b])
 	})
+	return uniq, nil
+}
+
+// VisibleGPUs is the UUIDs of the GPUs the container sees, in driver order.
+func (c Container) VisibleGPUs() ([]string, error) {
+	gpus, err := c.visibleGPUs()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(gpus))
+	for i, g := range gpus {
+		out[i] = g.UUID
+	}
 	return out, nil
 }
 

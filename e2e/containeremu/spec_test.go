@@ -23,6 +23,7 @@ func TestVisibleGPUs(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		env     *string // nil: unset
+		cdi     []string
 		all     bool
 		want    []GPU
 		wantErr error
@@ -38,9 +39,15 @@ func TestVisibleGPUs(t *testing.T) {
 		{name: "unknown UUID", env: ptr("GPU-99999999-0000-0000-0000-000000000000"), wantErr: ErrUnknownGPU},
 		{name: "index out of range", env: ptr("4"), wantErr: ErrUnknownGPU},
 		{name: "runtime ignoring the variable exposes all", env: ptr(uuid(2)), all: true, want: gpus},
+		{name: "CDI by UUID, void env", env: ptr("void"), cdi: []string{"nvidia.com/gpu=" + uuid(3), "nvidia.com/gpu=" + uuid(0), "volcano-vgpu.io/limiter=u_main"}, want: []GPU{gpus[0], gpus[3]}},
+		{name: "CDI by index", cdi: []string{"nvidia.com/gpu=1"}, want: gpus[1:2]},
+		{name: "CDI all", cdi: []string{"nvidia.com/gpu=all"}, want: gpus},
+		{name: "CDI plus a pod's env override: the legacy hook adds its GPUs too", env: ptr("all"), cdi: []string{"nvidia.com/gpu=1"}, want: gpus},
+		{name: "CDI unknown GPU", cdi: []string{"nvidia.com/gpu=GPU-99999999-0000-0000-0000-000000000000"}, wantErr: ErrUnresolvableCDI},
+		{name: "CDI kind without a spec", cdi: []string{"example.com/gpu=0"}, wantErr: ErrUnresolvableCDI},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := Container{Node: "n", NodeGPUs: gpus, ExposeAllGPUs: tc.all, Response: kubeletemu.AllocateResponse{Envs: map[string]string{}}}
+			c := Container{Node: "n", NodeGPUs: gpus, ExposeAllGPUs: tc.all, Response: kubeletemu.AllocateResponse{Envs: map[string]string{}, CDIDevices: tc.cdi}}
 			if tc.env != nil {
 				c.Response.Envs[api.EnvVisibleDevices] = *tc.env
 			}

@@ -68,6 +68,7 @@ func startCluster(t *testing.T) *cluster {
 	cfg.Kubelet.KubeletSocket = filepath.Join(cfg.Kubelet.DevicePluginsDir, "kubelet.sock")
 	cfg.Kubelet.PodResourcesSocket = filepath.Join(base, nodeName, "pod-resources", "kubelet.sock")
 	cfg.StateDir = filepath.Join(base, nodeName, "state")
+	cfg.CDI.SpecDir = filepath.Join(base, nodeName, "cdi")
 	cfg.MetricsAddress = ""
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -213,8 +214,8 @@ func (c *cluster) checkServed(p *corev1.Pod, rec kubeletemu.Record) {
 		for _, d := range ca.Devices {
 			want = append(want, d.UUID)
 		}
-		if got := cr.Response.Envs[plugin.EnvVisibleDevices]; got != strings.Join(want, ",") {
-			c.t.Errorf("pod %s container %s: visible devices %s, assigned %s", p.Name, cr.Name, got, want)
+		if got := cr.Response.GPUs(); strings.Join(got, ",") != strings.Join(want, ",") || cr.Response.Envs[plugin.EnvVisibleDevices] != plugin.VisibleDevicesVoid {
+			c.t.Errorf("pod %s container %s: GPUs %v (%s=%q), assigned %s", p.Name, cr.Name, got, plugin.EnvVisibleDevices, cr.Response.Envs[plugin.EnvVisibleDevices], want)
 		}
 		for i, id := range cr.DeviceIDs {
 			if slices.Contains(cr.Reused, id) {

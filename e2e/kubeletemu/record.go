@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
@@ -83,6 +84,25 @@ func fromProto(r *pluginapi.ContainerAllocateResponse) *AllocateResponse {
 	}
 	for _, c := range r.GetCdiDevices() {
 		out.CDIDevices = append(out.CDIDevices, c.GetName())
+	}
+	return out
+}
+
+// GPUs names the GPUs the answer gives the container, as the runtime reads
+// them: the devices of the NVIDIA toolkit's CDI kind (nvidia.com/gpu=<name>)
+// when there are any (CDI mode), else NVIDIA_VISIBLE_DEVICES (env mode).
+func (r *AllocateResponse) GPUs() []string {
+	var out []string
+	for _, n := range r.CDIDevices {
+		if name, ok := strings.CutPrefix(n, "nvidia.com/gpu="); ok {
+			out = append(out, name)
+		}
+	}
+	if len(r.CDIDevices) > 0 {
+		return out
+	}
+	if v := r.Envs["NVIDIA_VISIBLE_DEVICES"]; v != "" {
+		out = strings.Split(v, ",")
 	}
 	return out
 }

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -27,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/preloadhook"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/containeremu"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig"
 )
@@ -187,6 +189,20 @@ func TestChainFractionalGPU(t *testing.T) {
 		t.Errorf("the container sees GPUs %v, want only the assigned %s", s.Devices, devs[0].UUID)
 	}
 	chainCheckMemory(t, pod.Name, s, 8192)
+
+	// CDI mode (the default): the GPU and the container's limiter device come
+	// as CDI devices and NVIDIA_VISIBLE_DEVICES is void; the limiter device's
+	// createRuntime hook ran when the container was created and left its image
+	// report beside the container's preload file.
+	wantCDI := []string{"nvidia.com/gpu=" + devs[0].UUID, "volcano-vgpu.io/limiter=" + string(pod.UID) + "_" + c.Name}
+	if !slices.Equal(c.Response.CDIDevices, wantCDI) || c.Response.Envs[api.EnvVisibleDevices] != "void" {
+		t.Errorf("CDI devices %v, %s=%q; want %v and void", c.Response.CDIDevices, api.EnvVisibleDevices, c.Response.Envs[api.EnvVisibleDevices], wantCDI)
+	}
+	if m, ok := c.Response.Mount(api.LdPreloadPath); !ok {
+		t.Errorf("no %s mount", api.LdPreloadPath)
+	} else if rep, err := preloadhook.ReadReport(filepath.Dir(m.HostPath)); err != nil || rep.Unlimited != "" {
+		t.Errorf("image report of the preload hook: %+v, %v; want one that finds nothing unlimited", rep, err)
+	}
 
 	// A runtime that ignores NVIDIA_VISIBLE_DEVICES shows the container every
 	// GPU of the node; libvcuda's config still keeps it to its own.

@@ -64,6 +64,7 @@ func TestInstallerManifests(t *testing.T) {
 			{verb: "get", resource: "pods"}, {verb: "list", resource: "pods"}, {verb: "watch", resource: "pods"},
 			{verb: "get", resource: "nodes"}, {verb: "list", resource: "nodes"}, {verb: "watch", resource: "nodes"},
 			{verb: "patch", resource: "nodes"}, {verb: "patch", resource: "nodes", sub: "status"},
+			{verb: "create", resource: "events", namespace: "any"},
 		}, []access{
 			{verb: "patch", resource: "pods", namespace: "any"},
 			{verb: "delete", resource: "pods", namespace: "any"}, {verb: "create", resource: "pods", namespace: "any"},
@@ -75,7 +76,6 @@ func TestInstallerManifests(t *testing.T) {
 			{verb: "update", resource: "nodes"}, {verb: "delete", resource: "nodes"}, {verb: "create", resource: "nodes"},
 			{verb: "update", resource: "nodes", sub: "status"},
 			{verb: "create", resource: "serviceaccounts", sub: "token", namespace: ns},
-			{verb: "create", resource: "events", namespace: "any"},
 		})
 	})
 	t.Run("scheduler RBAC", func(t *testing.T) {

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -259,8 +258,8 @@ func checkPluginAgrees(t *testing.T, ctx context.Context, nodes ...string) {
 }
 
 // checkServed checks a pod's kubelet record against its assignment: every
-// container admitted with device IDs on exactly its assigned GPUs and
-// NVIDIA_VISIBLE_DEVICES naming them. It returns the device IDs by container.
+// container admitted with device IDs on exactly its assigned GPUs and the
+// answer naming them (CDI devices, or NVIDIA_VISIBLE_DEVICES in env mode). It returns the device IDs by container.
 func checkServed(t *testing.T, p corev1.Pod, rec kubeletemu.Record) map[string][]string {
 	t.Helper()
 	a := podAssignment(t, p)
@@ -288,10 +287,11 @@ func checkServed(t *testing.T, p corev1.Pod, rec kubeletemu.Record) map[string][
 			t.Errorf("%s/%s: no Allocate response recorded", p.Name, cr.Name)
 			continue
 		}
-		vis := strings.Split(cr.Response.Envs[api.EnvVisibleDevices], ",")
+		vis := cr.Response.GPUs()
 		sort.Strings(vis)
 		if !slices.Equal(vis, want) {
-			t.Errorf("%s/%s: %s=%v, assigned %v", p.Name, cr.Name, api.EnvVisibleDevices, vis, want)
+			t.Errorf("%s/%s: the answer gives GPUs %v (CDI devices %v, %s=%q), assigned %v", p.Name, cr.Name, vis,
+				cr.Response.CDIDevices, api.EnvVisibleDevices, cr.Response.Envs[api.EnvVisibleDevices], want)
 		}
 		ids[cr.Name] = cr.DeviceIDs
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,8 +91,8 @@ func TestVGPUJobEndToEnd(t *testing.T) {
 		}
 		rec := waitAllocated(t, ctx, p)
 		resp := rec.Containers[0].Response
-		if got := resp.Envs[api.EnvVisibleDevices]; got != dev[0].UUID {
-			t.Errorf("%s: %s=%q, want the assigned %s", p.Name, api.EnvVisibleDevices, got, dev[0].UUID)
+		if got := resp.GPUs(); !slices.Equal(got, []string{dev[0].UUID}) {
+			t.Errorf("%s: the answer gives GPUs %v (CDI devices %v, %s=%q), want the assigned %s", p.Name, got, resp.CDIDevices, api.EnvVisibleDevices, resp.Envs[api.EnvVisibleDevices], dev[0].UUID)
 		}
 		var cfgPath string
 		for _, m := range resp.Mounts {

@@ -72,9 +72,8 @@ static int from_env(struct vcuda_config *c, char *err, size_t errlen)
 int vc_config_load(struct vcuda_config *c, char *path, size_t pathlen, char *err, size_t errlen)
 {
 	const char *env = getenv("VCUDA_CONFIG");
-	struct stat sb;
 	snprintf(path, pathlen, "%s", VCUDA_CONFIG_DEFAULT_PATH);
-	if (env && *env && stat(VCUDA_CONFIG_DEFAULT_PATH, &sb) != 0 && errno == ENOENT)
+	if (env && *env && access(VCUDA_CONFIG_DEFAULT_PATH, F_OK) != 0 && errno == ENOENT)
 		snprintf(path, pathlen, "%s", env);
 
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -89,16 +88,17 @@ int vc_config_load(struct vcuda_config *c, char *path, size_t pathlen, char *err
 		return -1;
 	}
 	ssize_t n = -1;
-	if (fstat(fd, &sb) == 0 && sb.st_size == (off_t)sizeof(*c))
+	off_t size = vc_fd_size(fd);
+	if (size == (off_t)sizeof(*c))
 		n = read(fd, c, sizeof(*c));
 	int e = errno;
 	close(fd);
 	if (n != (ssize_t)sizeof(*c)) {
-		if (n < 0 && sb.st_size == (off_t)sizeof(*c))
+		if (n < 0 && size == (off_t)sizeof(*c))
 			snprintf(err, errlen, "read: %s", strerror(e));
 		else
 			snprintf(err, errlen, "size: got %lld bytes, want %zu",
-				 (long long)sb.st_size, sizeof(*c));
+				 (long long)size, sizeof(*c));
 		return -1;
 	}
 	return vcuda_config_validate(c, err, errlen);

@@ -33,19 +33,19 @@ int vc_usage_attach(char *err, size_t errlen)
 		return -1;
 	}
 	struct vcuda_usage *u = MAP_FAILED;
-	struct stat sb;
+	off_t size = -1;
 	int rc = -1;
 	fchmod(fd, 0666);
-	if (flock(fd, LOCK_EX) != 0 || fstat(fd, &sb) != 0) {
+	if (flock(fd, LOCK_EX) != 0 || (size = vc_fd_size(fd)) < 0) {
 		snprintf(err, errlen, "cannot lock %s: %s", path, strerror(errno));
 		goto out;
 	}
-	if (sb.st_size != 0 && sb.st_size != (off_t)sizeof(*u)) {
-		snprintf(err, errlen, "%s has %lld bytes, want %zu", path, (long long)sb.st_size,
+	if (size != 0 && size != (off_t)sizeof(*u)) {
+		snprintf(err, errlen, "%s has %lld bytes, want %zu", path, (long long)size,
 			 sizeof(*u));
 		goto out;
 	}
-	if (sb.st_size == 0 && ftruncate(fd, sizeof(*u)) != 0) {
+	if (size == 0 && ftruncate(fd, sizeof(*u)) != 0) {
 		snprintf(err, errlen, "cannot size %s: %s", path, strerror(errno));
 		goto out;
 	}
@@ -94,9 +94,8 @@ void vc_control_attach(void)
 	int fd = open(vcg.control_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
-	struct stat sb;
 	const struct vcuda_control *c = MAP_FAILED;
-	if (fstat(fd, &sb) == 0 && sb.st_size == (off_t)sizeof(*c))
+	if (vc_fd_size(fd) == (off_t)sizeof(*c))
 		c = mmap(NULL, sizeof(*c), PROT_READ, MAP_SHARED, fd, 0);
 	close(fd);
 	if (c == MAP_FAILED) {

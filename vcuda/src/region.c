@@ -201,19 +201,19 @@ int vc_region_attach(char *err, size_t errlen)
 		return -1;
 	}
 	struct vc_region *r = MAP_FAILED;
-	struct stat sb;
+	off_t size = -1;
 	int rc = -1;
 	fchmod(fd, 0666); /* every user in the container shares it (su, ssh) */
-	if (flock(fd, LOCK_EX) != 0 || fstat(fd, &sb) != 0) {
+	if (flock(fd, LOCK_EX) != 0 || (size = vc_fd_size(fd)) < 0) {
 		snprintf(err, errlen, "cannot lock %s: %s", path, strerror(errno));
 		goto out;
 	}
-	if (sb.st_size != 0 && sb.st_size != (off_t)sizeof(*r)) {
+	if (size != 0 && size != (off_t)sizeof(*r)) {
 		snprintf(err, errlen, "shared region %s has %lld bytes, want %zu (another vcuda "
-			 "version?)", path, (long long)sb.st_size, sizeof(*r));
+			 "version?)", path, (long long)size, sizeof(*r));
 		goto out;
 	}
-	if (sb.st_size == 0 && ftruncate(fd, sizeof(*r)) != 0) {
+	if (size == 0 && ftruncate(fd, sizeof(*r)) != 0) {
 		snprintf(err, errlen, "cannot size %s: %s", path, strerror(errno));
 		goto out;
 	}

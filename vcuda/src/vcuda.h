@@ -14,14 +14,28 @@
 #ifndef VCUDA_INTERNAL_H
 #define VCUDA_INTERNAL_H
 
+#include "glibc_floor.h"
+
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include "../include/cuda_api.h"
 #include "../include/nvml_api.h"
 #include "../include/vcuda_config.h"
 #include "../include/vcuda_control.h"
 #include "htab.h"
+
+/* The size of an open file, its offset left at 0; -1 on error (errno set). fstat is not used:
+ * see glibc_floor.h. */
+static inline off_t vc_fd_size(int fd)
+{
+	off_t n = lseek(fd, 0, SEEK_END);
+	if (n >= 0 && lseek(fd, 0, SEEK_SET) < 0)
+		return -1;
+	return n;
+}
 
 #define VC_EXPORT __attribute__((visibility("default")))
 #define VC_HIDDEN __attribute__((visibility("hidden")))

@@ -87,7 +87,8 @@ vgpu.resource.cores: {{ .Values.resourceNames.cores }}
     "socketName" "volcano-vgpu.sock"
     "podResourcesSocket" (printf "%s/kubelet.sock" (trimSuffix "/" $h.podResources)))
   "stateDir" $h.state
-  "limiter" $limiter -}}
+  "limiter" $limiter
+  "cdi" (merge (dict "specDir" $h.cdi "hookPath" (printf "%s/vgpu-cdi-hook" (trimSuffix "/" $h.limiter))) (default (dict) $c.cdi)) -}}
 {{- if .Values.metrics.enabled }}{{ $_ := set $owned "metricsAddress" (printf ":%v" .Values.devicePlugin.metricsPort) }}{{ end -}}
 {{- toYaml (merge $owned $c) -}}
 {{- end -}}
