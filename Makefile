@@ -53,6 +53,7 @@ ours:
 	$(call gobuild,$(BIN)/vgpu-device-plugin,./cmd/vgpu-device-plugin)
 	$(call gobuild,$(BIN)/vgpu-admission,./cmd/vgpu-admission)
 	$(call gobuild,$(BIN)/vgpu-device-plugin-sim,./e2e/cmd/vgpu-device-plugin-sim)
+	$(call gobuild,$(BIN)/vgpu-device-plugin-sim-group,./e2e/cmd/vgpu-device-plugin-sim-group)
 	$(call gobuild,$(BIN)/kubelet-emulator,./e2e/cmd/kubelet-emulator)
 	$(call gobuild,$(BIN)/localcluster,./e2e/cmd/localcluster)
 
