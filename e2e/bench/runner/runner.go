@@ -278,21 +278,30 @@ func (o Options) placements(ctx context.Context, ns string, s Setup) ([]metrics.
 		}
 		pods = append(pods, mp)
 	}
-	nodes := map[string]api.Inventory{}
-	nl, err := o.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := Inventories(ctx, o.Kube)
 	if err != nil {
 		return nil, nil, err
+	}
+	return pods, nodes, nil
+}
+
+// Inventories reads every node's published GPU inventory.
+func Inventories(ctx context.Context, kube kubernetes.Interface) (map[string]api.Inventory, error) {
+	nodes := map[string]api.Inventory{}
+	nl, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
 	}
 	for _, n := range nl.Items {
 		if v, ok := n.Annotations[api.InventoryKey]; ok {
 			inv, err := api.DecodeInventory(v)
 			if err != nil {
-				return nil, nil, fmt.Errorf("node %s: %w", n.Name, err)
+				return nil, fmt.Errorf("node %s: %w", n.Name, err)
 			}
 			nodes[n.Name] = inv
 		}
 	}
-	return pods, nodes, nil
+	return nodes, nil
 }
 
 // LabelBench marks the benchmark's namespaces.
