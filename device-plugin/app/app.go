@@ -69,7 +69,6 @@ func Main(name string, bind func(*pflag.FlagSet), open OpenDeviceLib) {
 // Run runs the device plugin of one node until ctx ends; SIGHUP re-registers
 // it with kubelet.
 func Run(ctx context.Context, f Flags, open OpenDeviceLib) error {
-	logger := klog.FromContext(ctx)
 	cfg, err := f.Config()
 	if err != nil {
 		return err
@@ -96,6 +95,39 @@ func Run(ctx context.Context, f Flags, open OpenDeviceLib) error {
 	if err != nil {
 		return err
 	}
+	restart := make(chan struct{}, 1)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			select {
+			case restart <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return RunNode(ctx, Node{Name: node, Config: cfg, Lib: lib, MaxShares: maxShares, Client: client}, restart)
+}
+
+// Node is one node's device plugin and what it runs on.
+type Node struct {
+	Name   string
+	Config config.Config
+	Lib    gpu.DeviceLib
+	// MaxShares overrides Config.MaxShares when non-zero.
+	MaxShares int
+	Client    kubernetes.Interface
+}
+
+// RunNode runs the device plugin of node n on an opened device library and
+// API client until ctx ends; a value on restart re-registers it with
+// kubelet. Run calls it once per process; a simulator may host several
+// nodes in one process by calling it once per node, each with its own
+// Config paths (kubelet directory, PodResources socket, state, metrics).
+func RunNode(ctx context.Context, n Node, restart <-chan struct{}) error {
+	logger := klog.FromContext(ctx)
+	cfg := n.Config
 	pr, err := podresources.NewClient(cfg.Kubelet.PodResourcesSocket, cfg.ResourceNames.Number, 5*time.Second)
 	if err != nil {
 		return err
@@ -104,7 +136,7 @@ func Run(ctx context.Context, f Flags, open OpenDeviceLib) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	p, err := plugin.New(ctx, plugin.Options{
-		Node: node, Client: client, Lib: lib, Config: cfg, MaxShares: maxShares,
+		Node: n.Name, Client: n.Client, Lib: n.Lib, Config: cfg, MaxShares: n.MaxShares,
 		PodResources: pr, Limiter: plugin.EncodeLimiter, Clock: clock.RealClock{}, Registry: reg,
 	})
 	if err != nil {
@@ -115,18 +147,7 @@ func Run(ctx context.Context, f Flags, open OpenDeviceLib) error {
 			return err
 		}
 	}
-	restart := make(chan struct{}, 1)
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	go func() {
-		for range hup {
-			select {
-			case restart <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	logger.Info("Starting", "node", node, "devicePluginsDir", cfg.Kubelet.DevicePluginsDir, "stateDir", cfg.StateDir)
+	logger.Info("Starting", "node", n.Name, "devicePluginsDir", cfg.Kubelet.DevicePluginsDir, "stateDir", cfg.StateDir)
 	return p.Run(ctx, restart)
 }
 

@@ -34,3 +34,25 @@ func TestRunReturnsTheOpenError(t *testing.T) {
 		t.Errorf("opened node %q, want n1", gotNode)
 	}
 }
+
+// brokenLib is a device library whose GPU discovery fails, as NVML does
+// when the driver is gone.
+type brokenLib struct{ err error }
+
+var _ gpu.DeviceLib = brokenLib{}
+
+func (b brokenLib) Devices() ([]gpu.Device, error)              { return nil, b.err }
+func (b brokenLib) Topology([]gpu.Device) (gpu.Topology, error) { return gpu.Topology{}, b.err }
+func (b brokenLib) Events([]gpu.Device) (gpu.Events, error)     { return nil, b.err }
+func (b brokenLib) Shutdown()                                   {}
+
+func TestRunNodeReturnsTheDiscoveryError(t *testing.T) {
+	errGone := errors.New("driver gone")
+	cfg := config.Default()
+	cfg.StateDir = t.TempDir()
+	cfg.Kubelet.PodResourcesSocket = t.TempDir() + "/kubelet.sock"
+	err := RunNode(t.Context(), Node{Name: "n1", Config: cfg, Lib: brokenLib{err: errGone}}, nil)
+	if !errors.Is(err, errGone) {
+		t.Fatalf("RunNode = %v, want the device library's error", err)
+	}
+}

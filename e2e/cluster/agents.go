@@ -17,16 +17,50 @@ import (
 )
 
 // The node agents: one kubelet emulator for every simulated node (kwok runs
-// no kubelet) and one device plugin per node, vgpu-device-plugin-sim (the
-// shipped plugin's code on a simulated NVML, e2e/cmd/vgpu-device-plugin-sim),
-// each with its own device-plugins directory, PodResources socket and state
-// under SocketDir/<node>. See e2e/kubeletemu for what the emulator does.
+// no kubelet) and the nodes' device plugins, each with its own
+// device-plugins directory, PodResources socket and state under
+// SocketDir/<node>. By default every node's plugin is its own process,
+// vgpu-device-plugin-sim (the shipped plugin's code on a simulated NVML,
+// e2e/cmd/vgpu-device-plugin-sim), so a scenario can kill one node's plugin;
+// with DevicePluginGroup > 1, groups of that many nodes share one
+// vgpu-device-plugin-sim-group process (each node still its own plugin,
+// socket and state), which is what lets a thousand nodes run on one small
+// machine. See e2e/kubeletemu for what the emulator does.
 
 // EmulatorName is the pid/log name of the kubelet emulator.
 const EmulatorName = "kubelet-emulator"
 
-// DevicePluginName is the pid/log name of a node's device plugin.
+// DevicePluginName is the pid/log name of a node's device plugin when it
+// runs in a process of its own.
 func DevicePluginName(node string) string { return "device-plugin-" + node }
+
+// DevicePluginGroupName is the pid/log name of the k-th process hosting a
+// group of nodes' device plugins.
+func DevicePluginGroupName(k int) string { return fmt.Sprintf("device-plugin-group-%d", k) }
+
+// PluginHost is one device plugin process and the nodes it simulates.
+type PluginHost struct {
+	Name  string   // pid/log name
+	Nodes []string // in the cluster's node order
+	First int      // index of Nodes[0] in the cluster's nodes
+}
+
+// PluginHosts lays the nodes out on device plugin processes: one per node,
+// or groups of DevicePluginGroup consecutive nodes.
+func (c Config) PluginHosts(nodes []string) []PluginHost {
+	var out []PluginHost
+	if c.DevicePluginGroup <= 1 {
+		for i, n := range nodes {
+			out = append(out, PluginHost{Name: DevicePluginName(n), Nodes: []string{n}, First: i})
+		}
+		return out
+	}
+	for first := 0; first < len(nodes); first += c.DevicePluginGroup {
+		last := min(first+c.DevicePluginGroup, len(nodes))
+		out = append(out, PluginHost{Name: DevicePluginGroupName(len(out)), Nodes: nodes[first:last:last], First: first})
+	}
+	return out
+}
 
 // NodeDir is where a node's sockets, records and limiter state live.
 func (c Config) NodeDir(node string) string { return filepath.Join(c.SocketDir, node) }
@@ -67,18 +101,8 @@ func (cl *Cluster) ensureNodeAgents(ctx context.Context) error {
 	emu := containeremu.DefaultConfig(c.Root, c.SocketDir)
 	procs := []proc{{name: EmulatorName, args: []string{c.bin("kubelet-emulator"), kubeconfig,
 		"--base-dir=" + c.SocketDir, "--nodes-from=" + c.SimFile}}}
-	for i, n := range cl.Nodes {
-		dir := c.NodeDir(n.Name)
-		procs = append(procs, proc{name: DevicePluginName(n.Name), args: []string{c.bin("vgpu-device-plugin-sim"), kubeconfig,
-			"--config=" + dpConf, "--node-name=" + n.Name, "--sim-file=" + c.SimFile,
-			"--device-plugins-dir=" + filepath.Join(dir, "device-plugins"),
-			"--pod-resources-socket=" + filepath.Join(dir, "pod-resources", "kubelet.sock"),
-			"--state-dir=" + filepath.Join(dir, "state"),
-			// the compute controller on the fake driver, over the GPU state files the
-			// container emulator gives this node's containers
-			"--fake-nvml=" + filepath.Join(emu.DriverDir, "libnvidia-ml.so.1"),
-			"--fake-gpu-dir=" + emu.NodeGPUDir(n.Name),
-			fmt.Sprintf("--metrics-address=127.0.0.1:%d", c.Ports.DevicePluginMetricsOffset+i)}})
+	for _, h := range c.PluginHosts(cl.nodeNames()) {
+		procs = append(procs, c.pluginProc(h, kubeconfig, dpConf, emu))
 	}
 	for _, p := range procs {
 		if pid, alive := c.running(p.name); alive && c.outdated(p.name, p.args[0]) {
@@ -100,7 +124,46 @@ func (cl *Cluster) ensureNodeAgents(ctx context.Context) error {
 		}
 		logger.V(2).Info("Started", "component", p.name, "pid", pid)
 	}
-	return cl.waitNodesAdvertise(ctx, 2*time.Minute)
+	// a thousand nodes take a while to start: allow 200ms each beyond 2 minutes
+	return cl.waitNodesAdvertise(ctx, max(2*time.Minute, time.Duration(len(cl.Nodes))*200*time.Millisecond))
+}
+
+// pluginProc is the process of h: vgpu-device-plugin-sim for one node,
+// vgpu-device-plugin-sim-group for a group.
+func (c Config) pluginProc(h PluginHost, kubeconfig, dpConf string, emu containeremu.Config) proc {
+	metricsPort := c.Ports.DevicePluginMetricsOffset + h.First
+	if c.NoDevicePluginMetrics {
+		metricsPort = 0
+	}
+	if c.DevicePluginGroup > 1 {
+		return proc{name: h.Name, args: []string{c.bin("vgpu-device-plugin-sim-group"), kubeconfig,
+			"--config=" + dpConf, "--sim-file=" + c.SimFile, "--base-dir=" + c.SocketDir,
+			"--nodes=" + strings.Join(h.Nodes, ","), fmt.Sprintf("--metrics-port=%d", metricsPort)}}
+	}
+	node := h.Nodes[0]
+	dir := c.NodeDir(node)
+	metrics := fmt.Sprintf("--metrics-address=127.0.0.1:%d", metricsPort)
+	if metricsPort == 0 {
+		metrics = "--metrics-address=off"
+	}
+	return proc{name: h.Name, args: []string{c.bin("vgpu-device-plugin-sim"), kubeconfig,
+		"--config=" + dpConf, "--node-name=" + node, "--sim-file=" + c.SimFile,
+		"--device-plugins-dir=" + filepath.Join(dir, "device-plugins"),
+		"--pod-resources-socket=" + filepath.Join(dir, "pod-resources", "kubelet.sock"),
+		"--state-dir=" + filepath.Join(dir, "state"),
+		// the compute controller on the fake driver, over the GPU state files the
+		// container emulator gives this node's containers
+		"--fake-nvml=" + filepath.Join(emu.DriverDir, "libnvidia-ml.so.1"),
+		"--fake-gpu-dir=" + emu.NodeGPUDir(node),
+		metrics}}
+}
+
+func (cl *Cluster) nodeNames() []string {
+	out := make([]string, len(cl.Nodes))
+	for i, n := range cl.Nodes {
+		out[i] = n.Name
+	}
+	return out
 }
 
 // waitNodesAdvertise waits until every simulated node carries an inventory
@@ -111,10 +174,19 @@ func (cl *Cluster) waitNodesAdvertise(ctx context.Context, timeout time.Duration
 	deadline := time.Now().Add(timeout)
 	for {
 		var missing []string
+		byName := map[string]*corev1.Node{}
+		list, err := cl.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			missing = append(missing, "listing nodes: "+err.Error())
+		} else {
+			for i := range list.Items {
+				byName[list.Items[i].Name] = &list.Items[i]
+			}
+		}
 		for _, n := range cl.Nodes {
-			node, err := cl.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-			if err != nil {
-				missing = append(missing, n.Name+": "+err.Error())
+			node, ok := byName[n.Name]
+			if !ok {
+				missing = append(missing, n.Name+": not listed")
 				continue
 			}
 			if _, ok := node.Annotations[api.InventoryKey]; !ok {
@@ -133,7 +205,7 @@ func (cl *Cluster) waitNodesAdvertise(ctx context.Context, timeout time.Duration
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("simulated nodes not advertising GPUs after %s: %s\n%s", timeout,
-				strings.Join(firstN(missing, 5), "; "), cl.Config.logTail(DevicePluginName(cl.Nodes[0].Name), 10))
+				strings.Join(firstN(missing, 5), "; "), cl.Config.logTail(cl.Config.PluginHosts(cl.nodeNames())[0].Name, 10))
 		}
 		select {
 		case <-ctx.Done():

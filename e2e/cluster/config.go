@@ -54,6 +54,10 @@ const EnvSchedulerConf = "VGPU_SCHEDULER_CONF"
 // handshake (device plugin config report.hami).
 const EnvDevicePluginHAMi = "VGPU_DEVICE_PLUGIN_HAMI"
 
+// EnvDevicePluginGroup set to N > 1 hosts N nodes' device plugins per
+// process (Config.DevicePluginGroup).
+const EnvDevicePluginGroup = "VGPU_DEVICE_PLUGIN_GROUP"
+
 const defaultPortBase = 24000
 
 func portsFrom(base int) Ports {
@@ -89,6 +93,13 @@ type Config struct {
 	// DevicePluginHAMi: the device plugins also publish deviceshare's
 	// annotations (report.hami), so Volcano's deviceshare can use the nodes.
 	DevicePluginHAMi bool
+	// DevicePluginGroup > 1 hosts that many nodes' device plugins in each
+	// vgpu-device-plugin-sim-group process (default: one process per node,
+	// which scenarios that kill one node's plugin need).
+	DevicePluginGroup int
+	// NoDevicePluginMetrics: the simulated device plugins serve no /metrics
+	// (a thousand nodes would take a thousand ports).
+	NoDevicePluginMetrics bool
 }
 
 // DefaultConfig lays everything out under root/_output.
@@ -128,18 +139,27 @@ func DefaultConfig(root string) (Config, error) {
 		}
 		hami = b
 	}
+	group := 0
+	if v := os.Getenv(EnvDevicePluginGroup); v != "" {
+		g, err := strconv.Atoi(v)
+		if err != nil || g < 0 {
+			return Config{}, fmt.Errorf("%s=%q: expected the number of nodes per device plugin process (0 or 1: one process per node)", EnvDevicePluginGroup, v)
+		}
+		group = g
+	}
 	return Config{
-		Root:             root,
-		BinDir:           filepath.Join(out, "bin"),
-		StateDir:         state,
-		SocketDir:        filepath.Join(os.TempDir(), fmt.Sprintf("vgpu-%d-%d", os.Getuid(), base)),
-		SimFile:          sim,
-		SchedulerConf:    conf,
-		CRDDir:           filepath.Join(out, "crds"),
-		StagesFile:       filepath.Join(root, "e2e", "sim", "kwok-stages.yaml"),
-		KwokStagesDir:    filepath.Join(out, "kwok-stages"),
-		Ports:            portsFrom(base),
-		DevicePluginHAMi: hami,
+		Root:              root,
+		BinDir:            filepath.Join(out, "bin"),
+		StateDir:          state,
+		SocketDir:         filepath.Join(os.TempDir(), fmt.Sprintf("vgpu-%d-%d", os.Getuid(), base)),
+		SimFile:           sim,
+		SchedulerConf:     conf,
+		CRDDir:            filepath.Join(out, "crds"),
+		StagesFile:        filepath.Join(root, "e2e", "sim", "kwok-stages.yaml"),
+		KwokStagesDir:     filepath.Join(out, "kwok-stages"),
+		Ports:             portsFrom(base),
+		DevicePluginHAMi:  hami,
+		DevicePluginGroup: group,
 	}, nil
 }
 

@@ -3,12 +3,14 @@ package cluster
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	dpconfig "github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/containeremu"
 )
 
 func TestDefaultConfigSchedulerConfAndHAMi(t *testing.T) {
@@ -83,4 +85,69 @@ func TestSchedulerWrapperAndEnv(t *testing.T) {
 		return
 	}
 	t.Fatal("no vc-scheduler component")
+}
+
+func TestPluginHosts(t *testing.T) {
+	nodes := []string{"a-0", "a-1", "b-0", "b-1", "c-0"}
+	tests := []struct {
+		name  string
+		group int
+		want  []PluginHost
+	}{
+		{name: "default: one process per node", want: []PluginHost{
+			{Name: "device-plugin-a-0", Nodes: []string{"a-0"}, First: 0},
+			{Name: "device-plugin-a-1", Nodes: []string{"a-1"}, First: 1},
+			{Name: "device-plugin-b-0", Nodes: []string{"b-0"}, First: 2},
+			{Name: "device-plugin-b-1", Nodes: []string{"b-1"}, First: 3},
+			{Name: "device-plugin-c-0", Nodes: []string{"c-0"}, First: 4},
+		}},
+		{name: "groups of 2: the last one short", group: 2, want: []PluginHost{ // 5 nodes → 2 + 2 + 1
+			{Name: "device-plugin-group-0", Nodes: []string{"a-0", "a-1"}, First: 0},
+			{Name: "device-plugin-group-1", Nodes: []string{"b-0", "b-1"}, First: 2},
+			{Name: "device-plugin-group-2", Nodes: []string{"c-0"}, First: 4},
+		}},
+		{name: "one group for all", group: 1000, want: []PluginHost{
+			{Name: "device-plugin-group-0", Nodes: nodes, First: 0},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{DevicePluginGroup: tc.group}
+			if diff := cmp.Diff(tc.want, cfg.PluginHosts(nodes)); diff != "" {
+				t.Errorf("hosts (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPluginProcArgs(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.DevicePluginGroup = 2
+	h := cfg.PluginHosts([]string{"a-0", "a-1", "b-0"})[1]
+	p := cfg.pluginProc(h, "--kubeconfig=k", "dp.yaml", containeremu.DefaultConfig(cfg.Root, cfg.SocketDir))
+	args := strings.Join(p.args, " ")
+	for _, want := range []string{"vgpu-device-plugin-sim-group", "--nodes=b-0", "--base-dir=" + cfg.SocketDir,
+		"--metrics-port=" + strconv.Itoa(cfg.Ports.DevicePluginMetricsOffset+2)} {
+		if !strings.Contains(args, want) {
+			t.Errorf("args %q lack %q", args, want)
+		}
+	}
+	cfg.NoDevicePluginMetrics = true
+	cfg.DevicePluginGroup = 0
+	p = cfg.pluginProc(cfg.PluginHosts([]string{"a-0"})[0], "--kubeconfig=k", "dp.yaml", containeremu.DefaultConfig(cfg.Root, cfg.SocketDir))
+	if args := strings.Join(p.args, " "); !strings.Contains(args, "--node-name=a-0") || !strings.Contains(args, "--metrics-address=off") {
+		t.Errorf("single-node args %q: want --node-name=a-0 and --metrics-address=off", args)
+	}
+}
+
+func TestDefaultConfigDevicePluginGroup(t *testing.T) {
+	t.Setenv(EnvDevicePluginGroup, "250")
+	cfg, err := DefaultConfig("/repo")
+	if err != nil || cfg.DevicePluginGroup != 250 {
+		t.Fatalf("group = %d, err %v; want 250", cfg.DevicePluginGroup, err)
+	}
+	t.Setenv(EnvDevicePluginGroup, "-1")
+	if _, err := DefaultConfig("/repo"); err == nil || !strings.Contains(err.Error(), EnvDevicePluginGroup) {
+		t.Errorf("negative group: err = %v", err)
+	}
 }

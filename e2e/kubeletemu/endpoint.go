@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -149,9 +150,20 @@ func (e *endpoint) listAndWatch(ctx context.Context) {
 		e.mu.Unlock()
 		logger.V(4).Info("ListAndWatch update", "devices", caps[0], "healthy", caps[1])
 		if changed {
-			if err := e.patchNode(ctx, caps[0], caps[1]); err != nil {
-				logger.Error(err, "Patching node capacity")
-				continue
+			// kubelet keeps syncing node status until it lands; so do we, or a
+			// patch lost to a busy apiserver (a thousand nodes registering at
+			// once) would leave the node without the resource for good.
+			for attempt := 0; ; attempt++ {
+				err := e.patchNode(ctx, caps[0], caps[1])
+				if err == nil {
+					break
+				}
+				logger.Error(err, "Patching node capacity; retrying", "attempt", attempt+1)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(min(time.Second<<min(attempt, 4), 10*time.Second)):
+				}
 			}
 			e.mu.Lock()
 			e.lastCaps = caps

@@ -34,6 +34,9 @@ type Packing struct {
 	MultiGPU   int // placed containers of more than one GPU
 	BestLinked int // of MultiGPU, those on the best-connected set available (see BestSet)
 	Unknown    int // bound GPU pods without a readable placement
+	// MemoryMiB is the GPU memory booked by the placed containers (a whole
+	// GPU books all of its memory).
+	MemoryMiB int64
 }
 
 // usage is what the tenants of one GPU booked.
@@ -63,6 +66,7 @@ func Pack(nodes map[string]api.Inventory, pods []Pod) Packing {
 					used[s.UUID] = u
 				}
 				u.memMiB += s.MemoryMiB
+				p.MemoryMiB += s.MemoryMiB
 				u.cores += s.Cores
 				u.tenants++
 			}

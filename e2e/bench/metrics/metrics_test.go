@@ -76,7 +76,8 @@ func TestPackCountsUsedPartlyAndOverBooked(t *testing.T) {
 		{Job: 6, Node: ""},   // unbound
 	}
 	got := Pack(nodes, pods)
-	want := Packing{GPUsUsed: 3, PartlyUsed: 1, OverBooked: 1, Unknown: 1}
+	// memory booked: 20480 + 10240 + 40960 + 30000 + 20000 = 121680 MiB
+	want := Packing{GPUsUsed: 3, PartlyUsed: 1, OverBooked: 1, Unknown: 1, MemoryMiB: 121680}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

@@ -33,7 +33,8 @@ type Machine struct {
 
 // Agents is the node-side processes' memory at the end of the benchmark.
 type Agents struct {
-	DevicePlugins      int
+	DevicePlugins      int     // processes
+	DevicePluginNodes  int     // nodes they simulate (more than DevicePlugins when grouped)
 	DevicePluginRSSMiB float64 // total VmRSS of all device plugins
 	EmulatorRSSMiB     float64
 }
@@ -59,6 +60,12 @@ type Input struct {
 	Minutes float64
 	// Note is an optional paragraph on deviceshare (e.g. a longer run made by hand).
 	Note string
+	// SimFile is the simulated-cluster file, relative to the repository.
+	SimFile string
+	// Load is what the trace asks of the cluster.
+	Load Load
+	// Reference is the offline packing of the trace (nil: not computed).
+	Reference *Reference
 }
 
 // Row is the median of one setup's runs.
@@ -82,6 +89,7 @@ type Row struct {
 	BestLinkedShare     float64 // BestLinked / MultiGPU
 	MultiGPU            float64
 	Unknown             float64
+	MemoryMiB           float64 // GPU memory placed
 }
 
 // Summarize returns one row per setup, in the order setups first appear.
@@ -128,6 +136,7 @@ func Summarize(results []runner.Result) []Row {
 		row.OverBooked = med(func(r runner.Result) float64 { return float64(r.Packing.OverBooked) })
 		row.MultiGPU = med(func(r runner.Result) float64 { return float64(r.Packing.MultiGPU) })
 		row.Unknown = med(func(r runner.Result) float64 { return float64(r.Packing.Unknown) })
+		row.MemoryMiB = med(func(r runner.Result) float64 { return float64(r.Packing.MemoryMiB) })
 		row.BestLinkedShare = med(func(r runner.Result) float64 {
 			if r.Packing.MultiGPU == 0 {
 				return 0
@@ -208,9 +217,17 @@ func ratio(a, b float64) string {
 
 // Markdown renders docs/benchmarks.md.
 func Markdown(in Input) (string, error) {
+	if in.Agents.DevicePluginNodes == 0 { // results from before grouping: one process per node
+		in.Agents.DevicePluginNodes = in.Agents.DevicePlugins
+	}
 	rows := Summarize(in.Results)
 	t, err := template.New("doc").Funcs(template.FuncMap{
-		"num": num, "pct": pct, "count": count, "gib": func(mib float64) string { return num(mib / 1024) }, "join": strings.Join,
+		"num": num, "pct": pct, "perNode": func(a Agents) float64 {
+			if a.DevicePluginNodes == 0 {
+				return 0
+			}
+			return a.DevicePluginRSSMiB / float64(a.DevicePluginNodes)
+		}, "count": count, "gib": func(mib float64) string { return num(mib / 1024) }, "join": strings.Join,
 		"gpu": func(r Row, s string) string {
 			if !r.GPU {
 				return "—"
@@ -226,6 +243,7 @@ func Markdown(in Input) (string, error) {
 		Input
 		Rows     []Row
 		Headline []string
-	}{in, rows, Headline(rows)})
+		Packing  []PackingRow
+	}{in, rows, Headline(rows), PackingRows(in.Results, in.Reference, in.Load.Capacity)})
 	return b.String(), err
 }

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -86,23 +87,67 @@ func TestNothingBoundHasNoPacking(t *testing.T) {
 	}
 }
 
-func TestMarkdownGolden(t *testing.T) {
-	got, err := Markdown(sampleInput())
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join("testdata", "benchmarks.golden.md")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
+// packingInput is an oversubscribed run on grouped device plugins with
+// the offline reference.
+func packingInput() Input {
+	in := sampleInput()
+	in.SimFile = "e2e/sim/clusters/bench.yaml"
+	in.Agents = Agents{DevicePlugins: 1, DevicePluginNodes: 200, DevicePluginRSSMiB: 2048, EmulatorRSSMiB: 150}
+	// 16 GPUs of 40960 MiB = 655360 MiB
+	in.Load = Load{Asked: 1.3, Demand: trace.Demand{Memory: 1.35, GPUs: 1.31}, Capacity: trace.Capacity{GPUs: 16, MemoryMiB: 655360}}
+	in.Reference = &Reference{Algorithm: "best-fit decreasing", Pods: 90, Seconds: 0.5,
+		MemoryMiB: map[string]int64{"first-fit decreasing": 600000, "best-fit decreasing": 640000},
+		Packing:   metrics.Packing{GPUsUsed: 16, PartlyUsed: 1, MemoryMiB: 640000}}
+	for i := range in.Results {
+		if in.Results[i].Setup == VGPU {
+			in.Results[i].Packing.MemoryMiB = 627200 // 98% of the reference's 640000
 		}
 	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
+	return in
+}
+
+func TestMarkdownGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name, golden string
+		in           Input
+	}{
+		{name: "fitting trace", golden: "benchmarks.golden.md", in: sampleInput()},
+		{name: "oversubscribed with the reference", golden: "benchmarks-packing.golden.md", in: packingInput()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Markdown(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join("testdata", tc.golden)
+			if *update {
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to create it)", err)
+			}
+			if diff := cmp.Diff(string(want), got); diff != "" {
+				t.Errorf("report changed (-golden +got); rerun with -update if intended:\n%s", diff)
+			}
+		})
 	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("report changed (-golden +got); rerun with -update if intended:\n%s", diff)
+}
+
+func TestPackingRows(t *testing.T) {
+	in := packingInput()
+	rows := PackingRows(in.Results, in.Reference, in.Load.Capacity)
+	var got []string
+	for _, r := range rows {
+		got = append(got, fmt.Sprintf("%s %.2f %.2f", r.Setup, r.OfRef, r.OverBooked))
+	}
+	// vgpu 627200/640000 = 0.98; deviceshare books nothing it reports (0);
+	// the reference is 1 of itself; cpu-only has no row
+	want := []string{"vgpu 0.98 0.00", "deviceshare 0.00 3.00", "offline reference 1.00 0.00"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
 	}
 }
 

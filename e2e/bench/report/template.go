@@ -9,6 +9,8 @@ const docTemplate = `# Benchmark: vgpu against Volcano deviceshare
 Same simulated cluster, same seeded workload, one invocation: our ` + "`vgpu`" + ` plugin, Volcano
 v1.14.1's own ` + "`deviceshare`" + ` (` + "`deviceshare.VGPUEnable`" + `), and the same pods without any GPU
 request (Volcano's own ceiling on this machine). Medians of {{.Runs}} run(s) per setup, {{.Date}}.
+Runs of this benchmark: [200 nodes, a trace that fits](benchmarks.md); [an oversubscribed trace against an
+offline reference packing](benchmarks-packing.md); [1000 nodes × 8 GPUs](benchmarks-1000.md).
 {{with .Headline}}
 {{range .}}- {{.}}
 {{end}}{{end}}
@@ -22,14 +24,19 @@ request (Volcano's own ceiling on this machine). Medians of {{.Runs}} run(s) per
 
 - **Cluster**: the local cluster of ` + "`make cluster`" + ` (etcd, kube-apiserver, kube-controller-manager,
   Volcano's webhook and controller managers, our vc-scheduler build, kwok) with {{.Cluster}}
-  (` + "`e2e/sim/clusters/bench.yaml`" + `). Every node runs our device plugin on a simulated NVML (` + "`vgpu-device-plugin-sim`" + `), with
+  (` + "`{{or .SimFile \"e2e/sim/clusters/bench.yaml\"}}`" + `). Every node runs our device plugin on a simulated NVML (` + "`vgpu-device-plugin-sim`" + `), with
   ` + "`report.hami: true`" + ` in all three setups so deviceshare finds its
   ` + "`volcano.sh/node-vgpu-register`" + ` annotation and its handshake answered; the kubelet emulator
-  drives the plugins' kubelet API for bound pods. The {{.Agents.DevicePlugins}} device plugin processes held
-  {{gib .Agents.DevicePluginRSSMiB}} GiB resident in total at the end, the kubelet emulator {{num .Agents.EmulatorRSSMiB}} MiB.
+  drives the plugins' kubelet API for bound pods. {{if gt .Agents.DevicePluginNodes .Agents.DevicePlugins}}The {{.Agents.DevicePluginNodes}} nodes' device plugins
+  ran in {{.Agents.DevicePlugins}} process(es) (` + "`vgpu-device-plugin-sim-group`" + `: each node its own plugin, gRPC socket, state and
+  informers, sharing the process and its API connection), which held {{gib .Agents.DevicePluginRSSMiB}} GiB resident in total at the end
+  ({{num (perNode .Agents)}} MiB per node){{else}}The {{.Agents.DevicePlugins}} device plugin processes held
+  {{gib .Agents.DevicePluginRSSMiB}} GiB resident in total at the end{{end}}, the kubelet emulator {{num .Agents.EmulatorRSSMiB}} MiB.
 - **Trace** (seed {{.Seed}}, ` + "`e2e/bench/trace`" + `): {{.Trace.Jobs}} jobs, {{.Trace.Pods}} pods in a shuffled order —
   1-GPU fractions (4–20 GiB, 10–50% cores), whole GPUs, and 2-pod gangs of 2-, 4- and 8-GPU pods
-  ({{.Trace.WholeGPUs}} whole GPUs, {{.Trace.MultiGPUContainers}} multi-GPU containers); about 90% of the 1,600 GPUs when packed well.
+  ({{.Trace.WholeGPUs}} whole GPUs, {{.Trace.MultiGPUContainers}} multi-GPU containers){{if .Load.Capacity.GPUs}}; it asks {{pct .Load.Demand.Memory}} of the
+  cluster's GPU memory and {{pct .Load.Demand.GPUs}} of its GPUs (whole GPUs at the mean GPU memory, a fraction as the larger of its
+  memory and core share){{if gt .Load.Asked 0.0}}, the default mix scaled until both reach {{pct .Load.Asked}} (` + "`-load`" + `){{end}}{{else}}; about 90% of the 1,600 GPUs when packed well{{end}}.
 - **Submission**: one PodGroup per job (minMember = its pods, minResources = their requests, queue
   ` + "`default`" + `), then its pods (` + "`schedulerName: volcano`" + `, group annotation), created by a concurrent
   client ({{.Workers}} workers). Bare pods with PodGroups rather than Volcano Jobs: that is exactly what the
@@ -83,15 +90,32 @@ this kind of machine saw 383 of 2,000 deviceshare pods bound after 554 s.) When 
 within the run, its packing columns show "—": there is no placement to measure.
 {{with .Note}}
 {{.}}
+{{end}}{{with .Reference}}
+## Packing against an offline reference
+
+The benchmark also packs the same trace offline on the same node inventories (` + "`e2e/bench/reference`" + `): jobs
+sorted largest first (GPUs asked, then memory per GPU, then cores), every pod placed by the scheduler's own
+placement core (` + "`plugins/placement`" + `: the same Fit, device choice and topology rules), gangs all or nothing;
+first-fit over the nodes by name, first-fit with the nodes of the largest GPUs first, and best-fit (the node
+left with the least free GPU memory). It keeps the one that placed the most GPU memory: {{.Algorithm}}
+(computed in {{num .Seconds}} s). It sees the whole trace at once; the schedulers see it arrive.
+{{end}}{{with .Packing}}
+| setup | pods placed | GPU memory placed | of the cluster's GPU memory | of the reference's | GPUs used | GPUs partly used | GPUs over-booked |
+|---|---|---|---|---|---|---|---|
+{{range .}}| {{.Setup}} | {{count .Pods}} | {{if .Measured}}{{num .MemoryGiB}} GiB | {{pct .OfCluster}} | **{{pct .OfRef}}** | {{count .GPUsUsed}} | {{count .PartlyUsed}} | {{count .OverBooked}}{{else}}— | — | — | — | — | —{{end}} |
+{{end}}
+**GPU memory placed**: the memory booked by the placed containers (a whole GPU books all of its memory).
+**over-booked**: GPUs whose tenants' memory, cores or count exceed the GPU, from the final assignments
+(the reference's checked the same way).
 {{end}}
 ## Machine
 
 {{.Machine.CPUs}} cores ({{.Machine.Model}}), {{.Machine.MemoryGiB}} GiB, **shared**: other engineers ran builds and
 tests on the same cores during the runs (1-minute load average {{num .Machine.LoadBefore}} at the start,
 {{num .Machine.LoadAfter}} at the end). The whole cluster — apiserver, etcd, controllers, scheduler, kwok,
-{{.Agents.DevicePlugins}} device plugins, the kubelet emulator and the benchmark client — runs on those cores, so
+{{.Agents.DevicePluginNodes}} nodes' device plugins, the kubelet emulator and the benchmark client — runs on those cores, so
 absolute figures are low and noisy; compare setups within this table, not with other machines.
-Two hundred device plugins need 200 inotify instances: the cluster harness raises
+Every node's device plugin needs an inotify instance: the cluster harness raises
 ` + "`fs.inotify.max_user_instances`" + ` (Linux's default is 128) when it can, and says how otherwise.
 
 ## Reproduce
@@ -101,6 +125,6 @@ Two hundred device plugins need 200 inotify instances: the cluster harness raise
 ` + "```" + `
 
 It builds what it needs, starts its own cluster (port base 27000 unless ` + "`VGPU_CLUSTER_PORT_BASE`" + ` is
-set, nodes from ` + "`e2e/sim/clusters/bench.yaml`" + `), runs, rewrites this file and ` + "`docs/{{.ChartPNG}}`" + `,
+set, nodes from ` + "`{{or .SimFile \"e2e/sim/clusters/bench.yaml\"}}`" + `), runs, rewrites this file and ` + "`docs/{{.ChartPNG}}`" + `,
 and stops the cluster; this invocation took {{num .Minutes}} minutes. Raw results: ` + "`_output/bench/results.json`" + `. Flags: ` + "`BENCH_FLAGS=\"-runs 1 -timeout 2m\"`" + `.
 `

@@ -178,8 +178,10 @@ func (o Options) createGroups(ctx context.Context, ns string, gpu bool) error {
 	var fs []func(context.Context) error
 	for _, j := range o.Jobs {
 		fs = append(fs, func(ctx context.Context) error {
-			_, err := o.VC.SchedulingV1beta1().PodGroups(ns).Create(ctx, PodGroup(j, ns, gpu), metav1.CreateOptions{})
-			return err
+			return retryTransient(ctx, func() error {
+				_, err := o.VC.SchedulingV1beta1().PodGroups(ns).Create(ctx, PodGroup(j, ns, gpu), metav1.CreateOptions{})
+				return err
+			})
 		})
 	}
 	if err := parallel(ctx, o.Workers, fs); err != nil {
@@ -194,8 +196,10 @@ func (o Options) createPods(ctx context.Context, ns string, gpu bool) error {
 	for _, j := range o.Jobs {
 		for r := range j.Pods {
 			fs = append(fs, func(ctx context.Context) error {
-				_, err := o.Kube.CoreV1().Pods(ns).Create(ctx, Pod(j, r, ns, gpu), metav1.CreateOptions{})
-				return err
+				return retryTransient(ctx, func() error {
+					_, err := o.Kube.CoreV1().Pods(ns).Create(ctx, Pod(j, r, ns, gpu), metav1.CreateOptions{})
+					return err
+				})
 			})
 		}
 	}
@@ -203,6 +207,38 @@ func (o Options) createPods(ctx context.Context, ns string, gpu bool) error {
 		return fmt.Errorf("creating pods: %w", err)
 	}
 	return nil
+}
+
+// retryTransient calls create until it succeeds, fails for good, or
+// transient errors (an apiserver too busy to answer in time, as a loaded
+// 1000-node cluster's is) have been retried 5 times. An object that a timed-out
+// call created after all counts as created.
+func retryTransient(ctx context.Context, create func() error) error {
+	var err error
+	for attempt := range 6 {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(attempt) * time.Second):
+			}
+		}
+		err = create()
+		switch {
+		case err == nil:
+			return nil
+		case attempt > 0 && apierrors.IsAlreadyExists(err):
+			return nil
+		case !transient(err):
+			return err
+		}
+	}
+	return err
+}
+
+func transient(err error) bool {
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err)
 }
 
 // parallel runs fs in order with n workers and returns the first error.
@@ -278,21 +314,30 @@ func (o Options) placements(ctx context.Context, ns string, s Setup) ([]metrics.
 		}
 		pods = append(pods, mp)
 	}
-	nodes := map[string]api.Inventory{}
-	nl, err := o.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := Inventories(ctx, o.Kube)
 	if err != nil {
 		return nil, nil, err
+	}
+	return pods, nodes, nil
+}
+
+// Inventories reads every node's published GPU inventory.
+func Inventories(ctx context.Context, kube kubernetes.Interface) (map[string]api.Inventory, error) {
+	nodes := map[string]api.Inventory{}
+	nl, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
 	}
 	for _, n := range nl.Items {
 		if v, ok := n.Annotations[api.InventoryKey]; ok {
 			inv, err := api.DecodeInventory(v)
 			if err != nil {
-				return nil, nil, fmt.Errorf("node %s: %w", n.Name, err)
+				return nil, fmt.Errorf("node %s: %w", n.Name, err)
 			}
 			nodes[n.Name] = inv
 		}
 	}
-	return pods, nodes, nil
+	return nodes, nil
 }
 
 // LabelBench marks the benchmark's namespaces.

@@ -22,8 +22,8 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/compute"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/gpu"
-	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/nvmlsim"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simnode"
 )
 
 // errNoSimFile is returned when --sim-file is not given.
@@ -68,26 +68,24 @@ func (s *simFlags) open(ctx context.Context, cfg config.Config, node string) (gp
 	if !ok {
 		return nil, 0, fmt.Errorf("%w: --sim-file=%s has no node %q (its nodes are <namePrefix>-<k>; check --node-name)", errNoSimNode, s.file, node)
 	}
-	sim := nvmlsim.New(n)
-	lib, err := gpu.New(sim)
-	if err != nil {
-		return nil, 0, err
-	}
 	xidFile := s.xidFile
 	if xidFile == "" {
 		xidFile = filepath.Join(cfg.StateDir, "inject-xid")
 	}
-	go nvmlsim.InjectFile{Sim: sim, Path: xidFile}.Run(ctx)
+	lib, maxShares, err := simnode.Open(ctx, n, simnode.Xid{File: xidFile})
+	if err != nil {
+		return nil, 0, err
+	}
 	klog.FromContext(ctx).Info("Simulating NVML", "file", s.file, "gpus", len(n.GPUs), "topology", n.Topology, "xidInjectionFile", xidFile)
 	if s.fakeNVML == "" {
-		return lib, n.GPUs[0].MaxShares, nil
+		return lib, maxShares, nil
 	}
 	src, err := s.computeSource(n)
 	if err != nil {
 		return nil, 0, err
 	}
 	klog.FromContext(ctx).Info("Compute controller on the fake driver's NVML", "lib", s.fakeNVML, "gpuDir", s.fakeGPUDir)
-	return withCompute{DeviceLib: lib, src: src}, n.GPUs[0].MaxShares, nil
+	return withCompute{DeviceLib: lib, src: src}, maxShares, nil
 }
 
 // withCompute is a simulated device library whose GPUs' busy time comes

@@ -33,7 +33,6 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/bench/procstat"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/bench/report"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/bench/runner"
-	"github.com/volcano-vgpu/volcano-vgpu/e2e/bench/trace"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/cluster"
 )
 
@@ -52,6 +51,9 @@ type flags struct {
 	from     string
 	results  string
 	note     string
+	load     float64
+	group    int
+	ref      bool
 }
 
 func main() {
@@ -88,6 +90,9 @@ func main() {
 	flag.StringVar(&f.results, "results", "_output/bench/results.json", "raw results to write (relative to the repository)")
 	flag.StringVar(&f.note, "note", "", "a paragraph added to the report's deviceshare section")
 	flag.StringVar(&f.from, "from", "", "render the report from this results.json instead of running")
+	flag.Float64Var(&f.load, "load", 0, "scale the trace until it asks this share of the cluster's GPU memory and GPUs (1.3: oversubscribed by 30%); 0 keeps the fixed default mix")
+	flag.IntVar(&f.group, "group", 0, "nodes per simulated device plugin process (0: "+cluster.EnvDevicePluginGroup+" or one process per node)")
+	flag.BoolVar(&f.ref, "reference", true, "pack the trace offline too (e2e/bench/reference) and compare")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -116,6 +121,10 @@ func run(ctx context.Context, f flags) (err error) {
 		return err
 	}
 	cfg.DevicePluginHAMi = true
+	cfg.NoDevicePluginMetrics = true // never read here; a thousand nodes would take a thousand ports
+	if f.group > 0 {
+		cfg.DevicePluginGroup = f.group
+	}
 	if f.from != "" {
 		data, err := os.ReadFile(f.from)
 		if err != nil {
@@ -144,13 +153,11 @@ func run(ctx context.Context, f flags) (err error) {
 	if err != nil {
 		return err
 	}
-	jobs, err := trace.Generate(f.seed, trace.DefaultMix())
-	if err != nil {
-		return err
-	}
 	began := time.Now()
+	simFile, _ := filepath.Rel(root, cfg.SimFile)
 	in := report.Input{Command: f.command, Date: time.Now().UTC().Format("2006-01-02"), Machine: machine(), Seed: f.seed,
-		Note: f.note, Trace: trace.Sum(jobs), Runs: f.runs, Workers: f.workers, Timeout: f.timeout.String(), Stall: f.stall.String(), ChartPNG: filepath.Base(f.chart)}
+		Note: f.note, Runs: f.runs, Workers: f.workers, Timeout: f.timeout.String(), Stall: f.stall.String(), ChartPNG: filepath.Base(f.chart),
+		SimFile: simFile}
 
 	cl, err := cluster.Up(ctx, cfg)
 	if err != nil {
@@ -166,6 +173,19 @@ func run(ctx context.Context, f flags) (err error) {
 		}
 	}()
 	in.Cluster = describeCluster(cl)
+	inventories, err := runner.Inventories(ctx, cl.Client)
+	if err != nil {
+		return err
+	}
+	jobs, err := makeTrace(f, inventories, &in)
+	if err != nil {
+		return err
+	}
+	if f.ref {
+		if in.Reference, err = packReference(ctx, jobs, inventories); err != nil {
+			return err
+		}
+	}
 	if err := checkHAMi(ctx, cl); err != nil {
 		return err
 	}
@@ -230,7 +250,7 @@ func run(ctx context.Context, f flags) (err error) {
 			}
 		}
 	}
-	in.Agents = agents(cfg)
+	in.Agents = agents(cfg, cl)
 	if err := runner.Cleanup(ctx, opts); err != nil {
 		return err
 	}
@@ -300,8 +320,16 @@ func describeCluster(cl *cluster.Cluster) string {
 }
 
 // agents sums the node agents' resident memory.
-func agents(cfg cluster.Config) report.Agents {
+func agents(cfg cluster.Config, cl *cluster.Cluster) report.Agents {
 	var a report.Agents
+	var names []string
+	for _, n := range cl.Nodes {
+		names = append(names, n.Name)
+	}
+	hosted := map[string]int{}
+	for _, h := range cfg.PluginHosts(names) {
+		hosted[h.Name] = len(h.Nodes)
+	}
 	for _, name := range cfg.PidNames() {
 		pid, alive := cfg.Pid(name)
 		if !alive {
@@ -314,6 +342,7 @@ func agents(cfg cluster.Config) report.Agents {
 		switch {
 		case strings.HasPrefix(name, cluster.DevicePluginName("")):
 			a.DevicePlugins++
+			a.DevicePluginNodes += hosted[name]
 			a.DevicePluginRSSMiB += float64(s.RSSKiB) / 1024
 		case name == cluster.EmulatorName:
 			a.EmulatorRSSMiB = float64(s.RSSKiB) / 1024

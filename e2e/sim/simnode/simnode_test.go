@@ -1,0 +1,85 @@
+package simnode
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/gpu"
+
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig/simtest"
+)
+
+func TestOpenListsTheNodesGPUs(t *testing.T) {
+	n := simtest.LocalNode(t, "a100-40g-1")
+	lib, shares, err := Open(t.Context(), n, Xid{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lib.Shutdown()
+	devs, err := lib.Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want []string
+	for _, d := range devs {
+		got = append(got, d.UUID)
+	}
+	for _, g := range n.GPUs {
+		want = append(want, g.UUID)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("GPU UUIDs (-file +library):\n%s", diff)
+	}
+	if shares != n.GPUs[0].MaxShares {
+		t.Errorf("max shares = %d, want the file's %d", shares, n.GPUs[0].MaxShares)
+	}
+}
+
+func TestOpenRefusesANodeWithoutGPUs(t *testing.T) {
+	if _, _, err := Open(t.Context(), simconfig.Node{Name: "cpu-0"}, Xid{}); err == nil {
+		t.Fatal("Open of a node without GPUs succeeded")
+	}
+}
+
+func TestOpenInjectsXidsFromTheFile(t *testing.T) {
+	n := simtest.LocalNode(t, "l4-0")
+	path := filepath.Join(t.TempDir(), "inject-xid")
+	lib, _, err := Open(t.Context(), n, Xid{File: path, Interval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lib.Shutdown()
+	devs, err := lib.Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := lib.Events(devs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the follower starts at the file's end
+	if err := os.WriteFile(path, []byte(n.GPUs[1].UUID+" 79\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		ev, err := events.Wait(100)
+		if errors.Is(err, gpu.ErrTimeout) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.UUID != n.GPUs[1].UUID || ev.XID != 79 {
+			t.Fatalf("event = %+v, want Xid 79 on %s", ev, n.GPUs[1].UUID)
+		}
+		return
+	}
+	t.Fatal("no Xid event within 5s of writing the injection file")
+}
