@@ -44,6 +44,7 @@ var _ gpu.DeviceLib = brokenLib{}
 func (b brokenLib) Devices() ([]gpu.Device, error)              { return nil, b.err }
 func (b brokenLib) Topology([]gpu.Device) (gpu.Topology, error) { return gpu.Topology{}, b.err }
 func (b brokenLib) Events([]gpu.Device) (gpu.Events, error)     { return nil, b.err }
+func (b brokenLib) Probe(string) error                          { return b.err }
 func (b brokenLib) Shutdown()                                   {}
 
 func TestRunNodeReturnsTheDiscoveryError(t *testing.T) {
