@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -84,26 +85,26 @@ func podName(p *corev1.Pod) string {
 
 // SmallestGPU returns a GPUMemoryMiB function over the nodes list returns:
 // the smallest GPU, among those whose model passes the filters, of the
-// inventories published on them.
+// inventories published on them. Each node's inventory is decoded once per
+// published value (a heartbeat republishes the same value), not per pod: a
+// burst of pods would otherwise decode every node's inventory each.
 func SmallestGPU(list func() ([]*corev1.Node, error)) func(include, exclude []string) (int64, bool) {
+	c := &inventoryCache{byNode: map[string]decoded{}}
 	return func(include, exclude []string) (int64, bool) {
 		nodes, err := list()
 		if err != nil {
 			return 0, false
 		}
+		include, exclude = lower(include), lower(exclude)
 		var best int64
 		for _, n := range nodes {
 			value, ok := n.Annotations[api.InventoryKey]
 			if !ok {
 				continue
 			}
-			inv, err := api.DecodeInventory(value)
-			if err != nil {
-				continue
-			}
-			for _, g := range inv.GPUs {
-				if matches(g.Model, include, exclude) && (best == 0 || g.MemoryMiB < best) {
-					best = g.MemoryMiB
+			for _, g := range c.gpus(n.Name, value) {
+				if matchesLower(g.model, include, exclude) && (best == 0 || g.memoryMiB < best) {
+					best = g.memoryMiB
 				}
 			}
 		}
@@ -111,16 +112,56 @@ func SmallestGPU(list func() ([]*corev1.Node, error)) func(include, exclude []st
 	}
 }
 
-// matches: the model contains one include (when any) and no exclude,
-// case-insensitively (the scheduler's rule).
-func matches(model string, include, exclude []string) bool {
-	m := strings.ToLower(model)
+// inventoryCache keeps each node's decoded inventory with the value it came from.
+type inventoryCache struct {
+	mu     sync.Mutex
+	byNode map[string]decoded
+}
+
+type decoded struct {
+	value string
+	gpus  []gpuSize // nil when the value does not decode
+}
+
+// gpuSize is what the lookup needs of a GPU: its model, lower-cased, and memory.
+type gpuSize struct {
+	model     string
+	memoryMiB int64
+}
+
+func (c *inventoryCache) gpus(node, value string) []gpuSize {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d, ok := c.byNode[node]; ok && d.value == value {
+		return d.gpus
+	}
+	d := decoded{value: value}
+	if inv, err := api.DecodeInventory(value); err == nil {
+		for _, g := range inv.GPUs {
+			d.gpus = append(d.gpus, gpuSize{model: strings.ToLower(g.Model), memoryMiB: g.MemoryMiB})
+		}
+	}
+	c.byNode[node] = d
+	return d.gpus
+}
+
+func lower(s []string) []string {
+	out := make([]string, len(s))
+	for i, x := range s {
+		out[i] = strings.ToLower(x)
+	}
+	return out
+}
+
+// matchesLower: the lower-cased model contains one lower-cased include
+// (when any) and no exclude (the scheduler's rule, case-insensitively).
+func matchesLower(model string, include, exclude []string) bool {
 	ok := len(include) == 0
 	for _, s := range include {
-		ok = ok || strings.Contains(m, strings.ToLower(s))
+		ok = ok || strings.Contains(model, s)
 	}
 	for _, s := range exclude {
-		ok = ok && !strings.Contains(m, strings.ToLower(s))
+		ok = ok && !strings.Contains(model, s)
 	}
 	return ok
 }
