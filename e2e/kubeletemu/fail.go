@@ -17,9 +17,9 @@ const admissionReason = "UnexpectedAdmissionError"
 
 // failPod marks a rejected pod Failed, as kubelet does (phase Failed, reason
 // UnexpectedAdmissionError, the message of the Event). kwok's pod-ready stage
-// may have made the pod Running already, or act on a stale copy right after
-// this patch, so the phase is checked again for a few seconds and set again
-// while it is not Failed.
+// may have made the pod Running already, or act on a stale copy after this
+// patch (it lags on a loaded machine), so the phase is checked again for a
+// minute and set again while it is not Failed.
 func (n *Node) failPod(ctx context.Context, pod *corev1.Pod, msg string) {
 	logger := klog.FromContext(ctx)
 	body, err := json.Marshal(map[string]any{
@@ -31,7 +31,7 @@ func (n *Node) failPod(ctx context.Context, pod *corev1.Pod, msg string) {
 		return
 	}
 	pods := n.client.CoreV1().Pods(pod.Namespace)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil || cur.UID != pod.UID || cur.DeletionTimestamp != nil {
@@ -48,7 +48,7 @@ func (n *Node) failPod(ctx context.Context, pod *corev1.Pod, msg string) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(time.Second):
 		}
 	}
 }

@@ -58,7 +58,8 @@ func TestScenarioUnverifiedAllocateRescheduled(t *testing.T) {
 			return err
 		}
 		if p.Status.Phase != corev1.PodFailed {
-			return fmt.Errorf("phase %s", p.Status.Phase)
+			rec, rerr := kubeletemu.ReadRecord(base, p.Spec.NodeName, string(p.UID))
+			return fmt.Errorf("phase %s on %q; kubelet record: admitted %t, error %q (%v)", p.Status.Phase, p.Spec.NodeName, rec.Admitted, rec.Error, rerr)
 		}
 		failed = *p
 		return nil
