@@ -325,17 +325,7 @@ func testOwnNodePolicy(t *testing.T, ctx context.Context, ns, dpSA, schedSA stri
 			return patchPod(impersonate(t, ns, schedSA, ""), podB, assignment(ghostB))
 		}, ""},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			err := c.do()
-			switch {
-			case c.deny == "" && err != nil:
-				t.Errorf("refused: %v", err)
-			case c.deny != "" && !isPolicyDenial(err):
-				t.Errorf("want the policy to refuse (%q), got %v", c.deny, err)
-			case c.deny != "" && !strings.Contains(err.Error(), c.deny):
-				t.Errorf("refused without saying %q: %v", c.deny, err)
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { checkPolicyOutcome(t, c.do(), c.deny) })
 	}
 	t.Run("RBAC refuses pod writes", func(t *testing.T) {
 		err := asDP(ghostA).CoreV1().Pods(ns).Delete(ctx, podA, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
@@ -371,6 +361,20 @@ func assignmentValue(t *testing.T, node string) string {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// checkPolicyOutcome: deny "" wants err nil; otherwise a policy's refusal
+// whose message contains deny.
+func checkPolicyOutcome(t *testing.T, err error, deny string) {
+	t.Helper()
+	switch {
+	case deny == "" && err != nil:
+		t.Errorf("refused: %v", err)
+	case deny != "" && !isPolicyDenial(err):
+		t.Errorf("want the policy to refuse (%q), got %v", deny, err)
+	case deny != "" && !strings.Contains(err.Error(), deny):
+		t.Errorf("refused without saying %q: %v", deny, err)
+	}
 }
 
 func isPolicyDenial(err error) bool {

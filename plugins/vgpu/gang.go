@@ -89,14 +89,7 @@ func (v *jobView) remove(uid schedapi.TaskID) {
 	delete(v.contrib, uid)
 	switch {
 	case c.node != "":
-		s := v.placed[c.node]
-		s.Tasks--
-		s.GPUs = withoutGPUs(s.GPUs, c.gpus)
-		if s.Tasks == 0 {
-			delete(v.placed, c.node)
-		} else {
-			v.placed[c.node] = s
-		}
+		dropSibling(v.placed, c)
 		v.placedTasks--
 	case c.shape != "":
 		pt := v.pending[c.shape]
@@ -106,6 +99,19 @@ func (v *jobView) remove(uid schedapi.TaskID) {
 				v.shapes = slices.Delete(v.shapes, i, i+1)
 			}
 		}
+	}
+}
+
+// dropSibling takes one placed task (c) out of placed, in place; the
+// GPUs slice is replaced, never modified (views handed out earlier read it).
+func dropSibling(placed map[string]placement.Siblings, c contribution) {
+	s := placed[c.node]
+	s.Tasks--
+	s.GPUs = withoutGPUs(s.GPUs, c.gpus)
+	if s.Tasks == 0 {
+		delete(placed, c.node)
+	} else {
+		placed[c.node] = s
 	}
 }
 
@@ -142,14 +148,7 @@ func (v *jobView) without(uid schedapi.TaskID) *placement.GangView {
 		for node, s := range v.placed {
 			g.Placed[node] = s
 		}
-		s := v.placed[c.node]
-		s.Tasks--
-		s.GPUs = withoutGPUs(s.GPUs, c.gpus)
-		if s.Tasks == 0 {
-			delete(g.Placed, c.node)
-		} else {
-			g.Placed[c.node] = s
-		}
+		dropSibling(g.Placed, c)
 		g.PlacedTasks--
 	}
 	return g
