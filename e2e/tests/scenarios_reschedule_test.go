@@ -30,9 +30,10 @@ import (
 // controller creates it again. Once the API answers, the new pod runs, and
 // the Job never failed.
 func TestScenarioUnverifiedAllocateRescheduled(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const down, up = "l4-0", "l4-1"
+	waitNodeFree(t, ctx, down, up) // earlier tests' pods may still be going
 	ns := newNamespace(t, ctx)
 	base := shared.cl.Config.SocketDir
 	if err := kubeletemu.SetPodResourcesDown(base, down, true); err != nil {
