@@ -44,32 +44,29 @@ func (p *Plugin) answerHandshake(_ context.Context, node *corev1.Node) {
 
 // hamiLoop answers pending handshakes every hamiAnswerPeriod.
 func (p *Plugin) hamiLoop(ctx context.Context) {
-	t := p.opts.Clock.NewTicker(hamiAnswerPeriod)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-		}
-		p.mu.Lock()
-		pending := p.hamiPending
-		p.hamiPending = false
-		p.mu.Unlock()
-		if !pending {
-			continue
-		}
-		ann, err := p.hamiAnnotations(p.Inventory())
-		if err == nil {
-			err = nodereport.PatchAnnotations(ctx, p.opts.Client, p.opts.Node, ann)
-		}
-		if err != nil {
-			klog.FromContext(ctx).Error(err, "Answering deviceshare's handshake")
-			p.mu.Lock()
-			p.hamiPending = true
-			p.mu.Unlock()
-			continue
-		}
-		klog.FromContext(ctx).V(4).Info("Answered deviceshare's handshake", "node", p.opts.Node)
+	p.every(ctx, hamiAnswerPeriod, func() { p.answerHandshakePending(ctx) })
+}
+
+// answerHandshakePending publishes deviceshare's annotations when a
+// handshake awaits an answer; a failed patch leaves it pending.
+func (p *Plugin) answerHandshakePending(ctx context.Context) {
+	p.mu.Lock()
+	pending := p.hamiPending
+	p.hamiPending = false
+	p.mu.Unlock()
+	if !pending {
+		return
 	}
+	ann, err := p.hamiAnnotations(p.Inventory())
+	if err == nil {
+		err = nodereport.PatchAnnotations(ctx, p.opts.Client, p.opts.Node, ann)
+	}
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Answering deviceshare's handshake")
+		p.mu.Lock()
+		p.hamiPending = true
+		p.mu.Unlock()
+		return
+	}
+	klog.FromContext(ctx).V(4).Info("Answered deviceshare's handshake", "node", p.opts.Node)
 }

@@ -26,16 +26,7 @@ const imageReportPeriod = 10 * time.Second
 
 // imageReportLoop reads the preload hook's reports until ctx ends.
 func (p *Plugin) imageReportLoop(ctx context.Context) {
-	t := p.opts.Clock.NewTicker(imageReportPeriod)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			p.ScanImageReports(ctx)
-		}
-	}
+	p.every(ctx, imageReportPeriod, func() { p.ScanImageReports(ctx) })
 }
 
 // ScanImageReports reads the reports the preload hook left for allocated

@@ -225,14 +225,19 @@ func (p *Plugin) onNode(ctx context.Context, obj any) {
 
 // gcLoop removes the state of pods that are gone.
 func (p *Plugin) gcLoop(ctx context.Context) {
-	t := p.opts.Clock.NewTicker(p.opts.Config.Allocate.GCPeriod.Duration)
+	p.every(ctx, p.opts.Config.Allocate.GCPeriod.Duration, func() { p.GC(ctx, time.Minute) })
+}
+
+// every calls fn each period on the plugin's clock until ctx ends.
+func (p *Plugin) every(ctx context.Context, period time.Duration, fn func()) {
+	t := p.opts.Clock.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
-			p.GC(ctx, time.Minute)
+			fn()
 		}
 	}
 }

@@ -1,59 +1,19 @@
 package metrics
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/bench/invtest"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/bench/trace"
 )
 
-// invBuilder builds a node inventory: n GPUs of memMiB, 10 shares each,
-// all on one NUMA node (PCIe level "node") unless split.
-type invBuilder struct{ inv api.Inventory }
-
-func node(name string, n int, memMiB int64) *invBuilder {
-	b := &invBuilder{}
-	for i := range n {
-		b.inv.GPUs = append(b.inv.GPUs, api.GPU{Index: i, UUID: fmt.Sprintf("%s-GPU-%d", name, i), Model: "A100", MemoryMiB: memMiB, Healthy: true, MaxShares: 10})
-	}
-	b.inv.NVLinks = make([][]int, n)
-	b.inv.PCIe = make([][]api.PCIeLevel, n)
-	for i := range n {
-		b.inv.NVLinks[i] = make([]int, n)
-		b.inv.PCIe[i] = make([]api.PCIeLevel, n)
-		for j := range n {
-			if i != j {
-				b.inv.PCIe[i][j] = api.PCIeNode
-			}
-		}
-	}
-	return b
-}
-
-func (b *invBuilder) NVLink(i, j, links int) *invBuilder {
-	b.inv.NVLinks[i][j], b.inv.NVLinks[j][i] = links, links
-	return b
-}
-
-// Split puts GPUs from first on on another NUMA node.
-func (b *invBuilder) Split(first int) *invBuilder {
-	for i := range b.inv.GPUs {
-		for j := range b.inv.GPUs {
-			if i != j && (i < first) != (j < first) {
-				b.inv.PCIe[i][j] = api.PCIeSystem
-			}
-		}
-	}
-	return b
-}
-
-func (b *invBuilder) Obj() api.Inventory { return b.inv }
+var node = invtest.Node
 
 func share(node string, gpu int, mem int64, cores int) Share {
-	return Share{UUID: fmt.Sprintf("%s-GPU-%d", node, gpu), MemoryMiB: mem, Cores: cores}
+	return Share{UUID: invtest.UUID(node, gpu), MemoryMiB: mem, Cores: cores}
 }
 
 func whole(node string, mem int64, gpus ...int) []Share {

@@ -7,45 +7,16 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/bench/invtest"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/bench/metrics"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/bench/trace"
 )
 
-// invBuilder builds a node inventory: inv("n", 8, 81920).NVSwitch(12).Obj().
-type invBuilder struct{ inv api.Inventory }
-
-func inv(node string, gpus int, mib int64) *invBuilder {
-	b := &invBuilder{inv: api.Inventory{Version: api.Version}}
-	for i := range gpus {
-		b.inv.GPUs = append(b.inv.GPUs, api.GPU{Index: i, UUID: fmt.Sprintf("GPU-%s-%d", node, i), Model: "sim", MemoryMiB: mib, Healthy: true, MaxShares: 10})
-	}
-	b.inv.NVLinks = make([][]int, gpus)
-	b.inv.PCIe = make([][]api.PCIeLevel, gpus)
-	for i := range gpus {
-		b.inv.NVLinks[i] = make([]int, gpus)
-		b.inv.PCIe[i] = make([]api.PCIeLevel, gpus)
-		for j := range gpus {
-			if i != j {
-				b.inv.PCIe[i][j] = api.PCIeSystem
-			}
-		}
-	}
-	return b
+// inv builds a node inventory with every pair across NUMA nodes:
+// inv("n", 8, 81920).NVSwitch(12).Obj().
+func inv(node string, gpus int, mib int64) *invtest.Builder {
+	return invtest.Node(node, gpus, mib).FlatPCIe(api.PCIeSystem)
 }
-
-// NVSwitch links every pair with n NVLinks.
-func (b *invBuilder) NVSwitch(n int) *invBuilder {
-	for i := range b.inv.GPUs {
-		for j := range b.inv.GPUs {
-			if i != j {
-				b.inv.NVLinks[i][j] = n
-			}
-		}
-	}
-	return b
-}
-
-func (b *invBuilder) Obj() api.Inventory { return b.inv }
 
 func whole(gpus, pods int) trace.Job {
 	k := trace.Whole
