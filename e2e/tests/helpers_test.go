@@ -90,20 +90,26 @@ func waitPodsRunning(t *testing.T, ctx context.Context, ns string, n int) []core
 	return pods
 }
 
+// httpGet GETs url and returns the status code and the body.
+func httpGet(ctx context.Context, url string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, body, err
+}
+
 // schedulerSessions reads how many scheduling sessions vc-scheduler has
 // completed (Volcano's e2e latency histogram counts one per session).
 func schedulerSessions(ctx context.Context) (int64, error) {
 	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", shared.cl.Config.Ports.SchedulerMetrics)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	_, body, err := httpGet(ctx, url)
 	if err != nil {
 		return 0, err
 	}

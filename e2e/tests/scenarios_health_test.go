@@ -33,17 +33,8 @@ func injectFault(t *testing.T, node, line string) {
 // pluginEndpoint GETs a path of a node's device plugin metrics server.
 func pluginEndpoint(ctx context.Context, node, path string) (int, error) {
 	idx := slices.Index(nodeNames(), node)
-	url := fmt.Sprintf("http://127.0.0.1:%d%s", shared.cl.Config.Ports.DevicePluginMetricsOffset+idx, path)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	resp.Body.Close()
-	return resp.StatusCode, nil
+	code, _, err := httpGet(ctx, fmt.Sprintf("http://127.0.0.1:%d%s", shared.cl.Config.Ports.DevicePluginMetricsOffset+idx, path))
+	return code, err
 }
 
 // waitGPUHealth waits until the node's inventory says the GPU's health.
