@@ -125,7 +125,7 @@ func (f *Fitter) prepare(req *Request, node *Node, gang *GangView) {
 	f.base, f.view = f.base[:0], f.view[:0]
 	for i := range node.GPUs {
 		g := &node.GPUs[i]
-		u := usage{mem: g.UsedMemoryMiB, cores: g.UsedCores, shares: g.Shares, excl: g.Exclusive}
+		u := gpuUsage(g)
 		f.base, f.view = append(f.base, u), append(f.view, u)
 	}
 	clear(f.sib[:len(node.GPUs)])

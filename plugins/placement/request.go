@@ -70,6 +70,28 @@ func (c *Container) memoryOn(capMiB int64) int64 {
 
 func (c *Container) exclusive() bool { return c.Cores >= 100 }
 
+// whole: the container takes each of its GPUs whole, all of its cores and
+// memory.
+func (c *Container) whole() bool {
+	return c.exclusive() && (c.MemoryPercent >= 100 || c.MemoryPercent == 0 && c.MemoryMiB == 0)
+}
+
+// wholeGPUs: every container that asks GPUs takes them whole (and one does).
+func (r *Request) wholeGPUs() bool {
+	any := false
+	for i := range r.Containers {
+		c := &r.Containers[i]
+		if c.Number == 0 {
+			continue
+		}
+		if !c.whole() {
+			return false
+		}
+		any = true
+	}
+	return any
+}
+
 // beside: the container runs together with the app containers (an app
 // container or a sidecar), so its ask adds to theirs.
 func (c *Container) beside() bool { return !c.Init || c.Restartable }

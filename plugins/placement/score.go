@@ -60,8 +60,11 @@ func gpuUtil(g *GPU, u usage, mem int64, cores int) int64 {
 	return (m + c) / 2
 }
 
-// binpackGPU prefers the fullest GPU that fits.
-func binpackGPU(g *GPU, u usage, mem int64, cores int) int64 { return gpuUtil(g, u, mem, cores) }
+// binpackGPU prefers the GPU on which the ask strands the least memory (see
+// strandedMiB), then the fullest that fits.
+func binpackGPU(g *GPU, u usage, mem int64, cores int) int64 {
+	return -strandsMiB(g, u, mem, cores)*10001 + gpuUtil(g, u, mem, cores)
+}
 
 // spreadGPU prefers the emptiest GPU, then the one with fewer tenants.
 func spreadGPU(g *GPU, u usage, mem int64, cores int) int64 {
@@ -76,6 +79,8 @@ type nodeScore struct {
 	total    int     // job tasks: placed + this one + pending
 	colocate int     // tasks of the job on this node if it is chosen: siblings + 1 + pending that still fit
 	island   float64 // share of the placement's GPUs in an NVLink island with sibling GPUs
+	whole    bool    // the ask takes whole GPUs (see Request.wholeGPUs)
+	large    float64 // whole: how large the placement's GPUs are, 0..1 (see largeGPUs)
 }
 
 type nodeScoreFn func(s nodeScore) float64
@@ -88,11 +93,18 @@ var nodeScorers = map[Policy]nodeScoreFn{Binpack: binpackNode, Spread: spreadNod
 //
 //	score = 100 * ((colocate-1) + tie) / total,  tie in [0,1]
 //
-// Without a gang (total = 1) this is 100 * utilisation.
+// Without a gang (total = 1) this is 100 * utilisation. An ask for whole GPUs
+// weighs the size of the GPUs it would take as much as utilisation: whole GPUs
+// use all of a GPU's memory wherever they go, while shared GPUs strand more of
+// it the larger they are (see strandedMiB), so the largest GPUs go whole and
+// the smaller ones stay free for fractions.
 func binpackNode(s nodeScore) float64 {
 	tie := s.util
 	if s.siblings > 0 {
 		tie = 0.75*s.util + 0.25*s.island
+	}
+	if s.whole {
+		tie = (tie + s.large) / 2
 	}
 	return MaxScore * (float64(s.colocate-1) + tie) / float64(max(s.total, 1))
 }
@@ -102,6 +114,24 @@ func binpackNode(s nodeScore) float64 {
 //	score = 100 * ((placed-siblings) + (1-util)) / (placed+1)
 func spreadNode(s nodeScore) float64 {
 	return MaxScore * (float64(s.placed-s.siblings) + 1 - s.util) / float64(s.placed+1)
+}
+
+// strandScaleMiB is the stranded memory that costs half of strandBand's lower
+// band: the penalty grows with every MiB and saturates toward the band's floor.
+const strandScaleMiB = 16 << 10
+
+// strandBand ranks a binpack score v (0..MaxScore) by the memory the
+// placement strands (see strandedMiB): placements that strand none keep v in
+// [linkBand, MaxScore]; those that strand some score below linkBand, the more
+// stranded MiB the lower, v only breaking near-ties. So under binpack a
+// fraction goes where its memory stays usable first, and only then to the
+// fullest node; whole GPUs strand nothing.
+func strandBand(v float64, strandsMiB int64) float64 {
+	if strandsMiB <= 0 {
+		return linkBand + v*(MaxScore-linkBand)/MaxScore
+	}
+	keep := float64(strandScaleMiB) / float64(strandsMiB+strandScaleMiB) // (0,1): 1/2 at strandScaleMiB
+	return (linkBand - 1) * (0.99*keep + 0.01*v/MaxScore)
 }
 
 // linkBand splits the score range for requests with multi-GPU containers: a
@@ -132,6 +162,9 @@ func (f *Fitter) ScoreNode(req *Request, node *Node, p Placement, gang *GangView
 		return 0
 	}
 	s := nodeScore{util: utilisation(after), total: 1, colocate: 1}
+	if policy == Binpack && req.wholeGPUs() {
+		s.whole, s.large = true, largeGPUs(node, &p)
+	}
 	if gang != nil {
 		sib := gang.Placed[node.Name]
 		s.siblings, s.placed = sib.Tasks, gang.PlacedTasks
@@ -146,6 +179,9 @@ func (f *Fitter) ScoreNode(req *Request, node *Node, p Placement, gang *GangView
 		s.colocate = min(s.colocate, s.total)
 	}
 	v := min(max(score(s), 0), MaxScore)
+	if policy == Binpack {
+		v = strandBand(v, placementStrandsMiB(node, after, &p))
+	}
 	switch f.linkQuality(req, node, &p) {
 	case linksBest:
 		return linkBand + v*(MaxScore-linkBand)/MaxScore

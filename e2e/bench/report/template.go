@@ -99,6 +99,9 @@ placement core (` + "`plugins/placement`" + `: the same Fit, device choice and t
 first-fit over the nodes by name, first-fit with the nodes of the largest GPUs first, and best-fit (the node
 left with the least free GPU memory). It keeps the one that placed the most GPU memory: {{.Algorithm}}
 (computed in {{num .Seconds}} s). It sees the whole trace at once; the schedulers see it arrive.
+` + "`go test ./reference`" + ` (in e2e/bench, part of ` + "`make test`" + `) also replays three such traces offline in
+arrival order with the vgpu plugin's scores, Volcano's node sampling and its nodeorder scores, and fails
+below 97% of the reference's GPU memory: a quick check of scoring changes, not a measurement.
 {{end}}{{with .Packing}}
 | setup | pods placed | GPU memory placed | of the cluster's GPU memory | of the reference's | GPUs used | GPUs partly used | GPUs over-booked |
 |---|---|---|---|---|---|---|---|
