@@ -43,9 +43,11 @@
 //     pair (its peer traffic does not cross PCIe), else its PCIe level;
 //  5. gang affinity: binpack prefers GPUs NVLinked to (or the same as) the
 //     GPUs of already-placed tasks of the same job; spread avoids their GPUs;
-//  6. the device policy summed over the set: binpack prefers fuller GPUs,
+//  6. the device policy summed over the set: binpack prefers GPUs on which
+//     the ask strands the least memory (free memory the GPU's remaining cores
+//     or tenant slots could not carry, see strandedMiB), then fuller GPUs;
 //     spread emptier ones (utilisation after placement, mean of memory and
-//     cores fractions), spread then fewer tenants;
+//     cores fractions), then fewer tenants;
 //  7. fewer NUMA nodes spanned;
 //  8. fragmentation: the sum of squared sizes of the NVLink islands formed by
 //     the idle GPUs left over. Higher keeps bigger islands whole for future
@@ -82,8 +84,13 @@
 // this node (siblings already there + this task + pending tasks that still fit
 // after this placement, by simulating Fit and Apply), and tie ∈ [0,1] is the
 // node's utilisation after placement (with siblings: 0.75 utilisation + 0.25
-// share of the chosen GPUs in an NVLink island with sibling GPUs). Keeping the
+// share of the chosen GPUs in an NVLink island with sibling GPUs); for an ask
+// of whole GPUs, tie averages that with how large the chosen GPUs are
+// (m/(m+32 GiB) of their memory m), so the largest GPUs go whole. Keeping the
 // gang together dominates; fullness orders nodes that keep as many together.
+// Then binpack ranks by stranded memory: a placement that strands none maps to
+// [50, 100], one that strands some to [0, 50), lower the more MiB it strands.
+// Multi-GPU containers are ranked by link quality before all of this.
 // spread: 100 × ((placed − siblings here) + (1 − utilisation)) / (placed + 1):
 // fewer siblings first, then the emptiest node.
 //

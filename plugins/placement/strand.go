@@ -2,8 +2,8 @@ package placement
 
 // Stranded memory. A shared GPU's memory is only useful while the GPU has
 // cores and tenant slots left to go with it: an 80 GiB GPU whose tenants hold
-// 12 GiB with 30% of the cores each runs out of cores after three of them and
-// leaves 44 GiB nobody can book. The binpack policies prefer placements that
+// 12 GiB with 30% of the cores each has 10% of its cores left after three of
+// them, for 44 GiB of memory. The binpack policies prefer placements that
 // strand the least memory, then the fullest GPU and node (see binpackGPU and
 // Fitter.ScoreNode); spread ignores it, since it leaves room on purpose.
 

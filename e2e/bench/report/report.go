@@ -208,6 +208,9 @@ func count(x float64) string {
 
 func pct(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) }
 
+// pct1 keeps one decimal, for shares compared with a goal (97% of the reference).
+func pct1(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
+
 func ratio(a, b float64) string {
 	if b == 0 {
 		return "n/a"
@@ -222,7 +225,7 @@ func Markdown(in Input) (string, error) {
 	}
 	rows := Summarize(in.Results)
 	t, err := template.New("doc").Funcs(template.FuncMap{
-		"num": num, "pct": pct, "perNode": func(a Agents) float64 {
+		"num": num, "pct": pct, "pct1": pct1, "perNode": func(a Agents) float64 {
 			if a.DevicePluginNodes == 0 {
 				return 0
 			}

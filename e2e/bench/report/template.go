@@ -105,7 +105,7 @@ below 97% of the reference's GPU memory: a quick check of scoring changes, not a
 {{end}}{{with .Packing}}
 | setup | pods placed | GPU memory placed | of the cluster's GPU memory | of the reference's | GPUs used | GPUs partly used | GPUs over-booked |
 |---|---|---|---|---|---|---|---|
-{{range .}}| {{.Setup}} | {{count .Pods}} | {{if .Measured}}{{num .MemoryGiB}} GiB | {{pct .OfCluster}} | **{{pct .OfRef}}** | {{count .GPUsUsed}} | {{count .PartlyUsed}} | {{count .OverBooked}}{{else}}— | — | — | — | — | —{{end}} |
+{{range .}}| {{.Setup}} | {{count .Pods}} | {{if .Measured}}{{num .MemoryGiB}} GiB | {{pct1 .OfCluster}} | **{{pct1 .OfRef}}** | {{count .GPUsUsed}} | {{count .PartlyUsed}} | {{count .OverBooked}}{{else}}— | — | — | — | — | —{{end}} |
 {{end}}
 **GPU memory placed**: the memory booked by the placed containers (a whole GPU books all of its memory).
 **over-booked**: GPUs whose tenants' memory, cores or count exceed the GPU, from the final assignments
