@@ -78,7 +78,7 @@ func (c *Container) whole() bool {
 
 // wholeGPUs: every container that asks GPUs takes them whole (and one does).
 func (r *Request) wholeGPUs() bool {
-	any := false
+	asks := false
 	for i := range r.Containers {
 		c := &r.Containers[i]
 		if c.Number == 0 {
@@ -87,9 +87,9 @@ func (r *Request) wholeGPUs() bool {
 		if !c.whole() {
 			return false
 		}
-		any = true
+		asks = true
 	}
-	return any
+	return asks
 }
 
 // beside: the container runs together with the app containers (an app

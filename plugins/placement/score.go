@@ -116,22 +116,26 @@ func spreadNode(s nodeScore) float64 {
 	return MaxScore * (float64(s.placed-s.siblings) + 1 - s.util) / float64(s.placed+1)
 }
 
+// strandSplit splits the binpack score range: placements that strand no
+// memory score in [strandSplit, MaxScore], the others below (see strandBand).
+const strandSplit = MaxScore / 2
+
 // strandScaleMiB is the stranded memory that costs half of strandBand's lower
 // band: the penalty grows with every MiB and saturates toward the band's floor.
 const strandScaleMiB = 16 << 10
 
 // strandBand ranks a binpack score v (0..MaxScore) by the memory the
 // placement strands (see strandedMiB): placements that strand none keep v in
-// [linkBand, MaxScore]; those that strand some score below linkBand, the more
+// [strandSplit, MaxScore]; those that strand some score below it, the more
 // stranded MiB the lower, v only breaking near-ties. So under binpack a
 // fraction goes where its memory stays usable first, and only then to the
 // fullest node; whole GPUs strand nothing.
 func strandBand(v float64, strandsMiB int64) float64 {
 	if strandsMiB <= 0 {
-		return linkBand + v*(MaxScore-linkBand)/MaxScore
+		return strandSplit + v*(MaxScore-strandSplit)/MaxScore
 	}
 	keep := float64(strandScaleMiB) / float64(strandsMiB+strandScaleMiB) // (0,1): 1/2 at strandScaleMiB
-	return (linkBand - 1) * (0.99*keep + 0.01*v/MaxScore)
+	return (strandSplit - 1) * (0.99*keep + 0.01*v/MaxScore)
 }
 
 // linkBand splits the score range for requests with multi-GPU containers: a
