@@ -56,3 +56,23 @@ func TestWholeGPUs(t *testing.T) {
 		})
 	}
 }
+
+// TestSameShapeStrandsNothingMore: a tenant shaped like the GPU's present
+// ones leaves the stranded memory where it was (exactly: the integer division
+// cancels), so binpack stacks same-shaped fractions as it always did.
+func TestSameShapeStrandsNothingMore(t *testing.T) {
+	for _, capMiB := range []int64{23034, 40960, 46068, 81920, 143771} {
+		for _, mem := range []int64{1000, 3333, 4096, 7001, 10240} {
+			for _, cores := range []int{3, 7, 10, 30, 33} {
+				g := &GPU{MemoryMiB: capMiB, MaxShares: 10, Healthy: true}
+				var u usage
+				for k := 1; k <= 3 && u.mem+2*mem <= capMiB && u.cores+2*cores <= 100; k++ {
+					u.add(mem, cores)
+					if d := strandsMiB(g, u, mem, cores); d != 0 {
+						t.Fatalf("%d MiB GPU with %d tenants of %d MiB/%d%%: one more strands %d MiB, want 0", capMiB, k, mem, cores, d)
+					}
+				}
+			}
+		}
+	}
+}
