@@ -8,6 +8,10 @@ BENCH_FLAGS     ?=
 
 .PHONY: bench-e2e bench-e2e-bin
 
+# The command the report prints under "Reproduce": this invocation, with the
+# cluster file when one was chosen and the flags.
+BENCH_SHOWN = $(if $(filter environment command line,$(origin VGPU_SIM_FILE)),VGPU_SIM_FILE=$(VGPU_SIM_FILE) )make bench-e2e$(if $(strip $(BENCH_FLAGS)), BENCH_FLAGS="$(strip $(BENCH_FLAGS))")
+
 # e2e/bench is a module of its own (its go.mod replaces the main module with
 # this checkout).
 bench-e2e-bin:
@@ -17,4 +21,4 @@ bench-e2e-bin:
 bench-e2e: build bench-e2e-bin
 	VGPU_CLUSTER_PORT_BASE=$${VGPU_CLUSTER_PORT_BASE:-$(BENCH_PORT_BASE)} \
 	VGPU_SIM_FILE=$${VGPU_SIM_FILE:-e2e/sim/clusters/bench.yaml} \
-	  $(BIN)/vgpu-bench $(BENCH_FLAGS)
+	  $(BIN)/vgpu-bench -command '$(BENCH_SHOWN)' $(BENCH_FLAGS)

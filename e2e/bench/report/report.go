@@ -55,6 +55,7 @@ type Input struct {
 	Agents   Agents
 	Sandbox  string // how deviceshare got its in-cluster credentials
 	ChartPNG string // file name of the chart, beside the document
+	RawFile  string // where the raw results were written, relative to the repository
 	// Minutes is the wall time of the whole invocation, cluster start and
 	// stop included.
 	Minutes float64

@@ -137,6 +137,9 @@ func run(ctx context.Context, f flags) (err error) {
 		if in.Workers == 0 { // results written before the field existed
 			in.Workers = f.workers
 		}
+		if in.RawFile == "" { // results written before the field existed
+			in.RawFile = f.from
+		}
 		if f.note != "" {
 			in.Note = f.note
 		}
@@ -157,7 +160,7 @@ func run(ctx context.Context, f flags) (err error) {
 	simFile, _ := filepath.Rel(root, cfg.SimFile)
 	in := report.Input{Command: f.command, Date: time.Now().UTC().Format("2006-01-02"), Machine: machine(), Seed: f.seed,
 		Note: f.note, Runs: f.runs, Workers: f.workers, Timeout: f.timeout.String(), Stall: f.stall.String(), ChartPNG: filepath.Base(f.chart),
-		SimFile: simFile}
+		SimFile: simFile, RawFile: f.results}
 
 	cl, err := cluster.Up(ctx, cfg)
 	if err != nil {
