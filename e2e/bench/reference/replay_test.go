@@ -60,7 +60,7 @@ func simCluster(t *testing.T, name string) (map[string]api.Inventory, map[string
 // oversubscribed traces (e2e/sim/clusters/bench.yaml, load 1.3) with the
 // plugin's binpack scores places at least 97% of the GPU memory the offline
 // reference places (the end-to-end benchmark's goal), with nothing
-// over-booked. Before the scores counted stranded memory it placed 94%.
+// over-booked. Before the scores counted stranded memory it placed 93.9-95.7%.
 func TestReplayPacksNearReference(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays 3 traces of 2,665 pods on 200 nodes")
