@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -30,6 +29,7 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/healthz"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/plugin"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/podresources"
+	"github.com/volcano-vgpu/volcano-vgpu/kubeclient"
 )
 
 // OpenDeviceLib opens the GPUs of node. A non-zero maxShares overrides the
@@ -85,13 +85,7 @@ func Run(ctx context.Context, f Flags, open OpenDeviceLib) error {
 		return err
 	}
 	defer lib.Shutdown()
-	rest, err := clientcmd.BuildConfigFromFlags("", f.Kubeconfig)
-	if err != nil {
-		return fmt.Errorf("kubeconfig %q: %w (omit --kubeconfig inside the cluster)", f.Kubeconfig, err)
-	}
-	rest.QPS, rest.Burst = 20, 40
-	rest.UserAgent = "vgpu-device-plugin/" + node
-	client, err := kubernetes.NewForConfig(rest)
+	client, err := kubeclient.New(f.Kubeconfig, "vgpu-device-plugin/"+node, 20, 40)
 	if err != nil {
 		return err
 	}

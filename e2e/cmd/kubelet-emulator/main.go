@@ -17,12 +17,11 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/kubeletemu"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig"
+	"github.com/volcano-vgpu/volcano-vgpu/kubeclient"
 )
 
 func main() {
@@ -62,13 +61,7 @@ func run(ctx context.Context, kubeconfig, baseDir string, nodes []string, nodesF
 	if len(nodes) == 0 {
 		return errors.New("no nodes: pass --nodes=a,b or --nodes-from=<e2e/sim/clusters/*.yaml>")
 	}
-	rest, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return fmt.Errorf("kubeconfig %q: %w", kubeconfig, err)
-	}
-	rest.QPS, rest.Burst = 50, 100
-	rest.UserAgent = "kubelet-emulator"
-	client, err := kubernetes.NewForConfig(rest)
+	client, err := kubeclient.New(kubeconfig, "kubelet-emulator", 50, 100)
 	if err != nil {
 		return err
 	}

@@ -26,14 +26,13 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/app"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simnode"
+	"github.com/volcano-vgpu/volcano-vgpu/kubeclient"
 )
 
 // errNoNodes is returned when no node is named.
@@ -131,14 +130,8 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
 	}
-	rest, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
-	if err != nil {
-		return fmt.Errorf("kubeconfig %q: %w", o.kubeconfig, err)
-	}
-	rest.QPS = o.qpsPerNode * float32(len(nodes))
-	rest.Burst = int(2 * rest.QPS)
-	rest.UserAgent = "vgpu-device-plugin-sim-group"
-	client, err := kubernetes.NewForConfig(rest)
+	qps := o.qpsPerNode * float32(len(nodes))
+	client, err := kubeclient.New(o.kubeconfig, "vgpu-device-plugin-sim-group", qps, int(2*qps))
 	if err != nil {
 		return err
 	}

@@ -15,17 +15,24 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig/simtest"
 )
 
-func TestOpenListsTheNodesGPUs(t *testing.T) {
-	n := simtest.LocalNode(t, "a100-40g-1")
-	lib, shares, err := Open(t.Context(), n, Xid{})
+// openNode opens n's simulated GPUs (shut down when the test ends) and lists them.
+func openNode(t *testing.T, n simconfig.Node, xid Xid) (gpu.DeviceLib, int, []gpu.Device) {
+	t.Helper()
+	lib, shares, err := Open(t.Context(), n, xid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lib.Shutdown()
+	t.Cleanup(lib.Shutdown)
 	devs, err := lib.Devices()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return lib, shares, devs
+}
+
+func TestOpenListsTheNodesGPUs(t *testing.T) {
+	n := simtest.LocalNode(t, "a100-40g-1")
+	_, shares, devs := openNode(t, n, Xid{})
 	var got, want []string
 	for _, d := range devs {
 		got = append(got, d.UUID)
@@ -50,15 +57,7 @@ func TestOpenRefusesANodeWithoutGPUs(t *testing.T) {
 func TestOpenInjectsXidsFromTheFile(t *testing.T) {
 	n := simtest.LocalNode(t, "l4-0")
 	path := filepath.Join(t.TempDir(), "inject-xid")
-	lib, _, err := Open(t.Context(), n, Xid{File: path, Interval: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lib.Shutdown()
-	devs, err := lib.Devices()
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib, _, devs := openNode(t, n, Xid{File: path, Interval: 10 * time.Millisecond})
 	events, err := lib.Events(devs)
 	if err != nil {
 		t.Fatal(err)
