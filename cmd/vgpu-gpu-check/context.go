@@ -14,11 +14,10 @@ import (
 // contextMiB runs p without the limiter, holding a CUDA context and one tiny
 // allocation, and returns what NVML says its process takes of the GPU: the
 // figure limiter.contextMiB wants for this model (the allocator's smallest
-// block included, which errs on the safe side).
-func contextMiB(ctx context.Context, dev nvml.Device, p program) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
+// block included, which errs on the safe side). ctx bounds it.
+func contextMiB(ctx context.Context, dev nvml.Device, p *program) (uint64, error) {
 	cmd := exec.CommandContext(ctx, p.cmd[0], append(append([]string{}, p.cmd[1:]...), "ctx", "x")...)
+	cmd.WaitDelay = 5 * time.Second
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return 0, err
@@ -39,6 +38,9 @@ func contextMiB(ctx context.Context, dev nvml.Device, p program) (uint64, error)
 		}
 	}
 	if !ready {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
 		return 0, fmt.Errorf("%s did not open a context (ctx mode ended without \"ready\")", p.name)
 	}
 	procs, ret := dev.GetComputeRunningProcesses()
@@ -50,24 +52,5 @@ func contextMiB(ctx context.Context, dev nvml.Device, p program) (uint64, error)
 			return pr.UsedGpuMemory >> 20, nil
 		}
 	}
-	return 0, fmt.Errorf("NVML lists no process %d on the GPU", cmd.Process.Pid)
-}
-
-// printContexts measures every program's context and prints the setting.
-func printContexts(ctx context.Context, dev nvml.Device, model string, progs []program) {
-	fmt.Println("\nCUDA context per process (real GPU, no limiter)")
-	fmt.Printf("%-12s %s\n", "program", "MiB")
-	var most uint64
-	for _, p := range progs {
-		mib, err := contextMiB(ctx, dev, p)
-		if err != nil {
-			fmt.Printf("%-12s error: %v\n", p.name, err)
-			continue
-		}
-		most = max(most, mib)
-		fmt.Printf("%-12s %d\n", p.name, mib)
-	}
-	if most > 0 {
-		fmt.Printf("device plugin setting for this model: limiter.contextMiB: {%q: %d}\n", model, most)
-	}
+	return 0, fmt.Errorf("NVML lists no process %d on the GPU (a VM or container hiding host pids?)", cmd.Process.Pid)
 }

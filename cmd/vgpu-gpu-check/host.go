@@ -3,11 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,7 +22,8 @@ import (
 type host struct {
 	lib, work, uuid string
 	nvml            nvml.Interface
-	n               int
+	dev             nvml.Device
+	n               int // tenants made so far
 }
 
 // prepare makes sure the paths tenants bind over exist (an empty
@@ -30,7 +31,7 @@ type host struct {
 func (h *host) prepare() error {
 	if _, err := os.Stat(api.LdPreloadPath); os.IsNotExist(err) {
 		if err := os.WriteFile(api.LdPreloadPath, nil, 0o644); err != nil {
-			return err
+			return fmt.Errorf("create an empty %s to bind over: %w", api.LdPreloadPath, err)
 		}
 	}
 	return os.MkdirAll(filepath.Dir(api.LimiterConfigPath), 0o755)
@@ -73,101 +74,237 @@ func (h *host) tenant(policy api.ComputePolicy, cores uint32, capMiB uint64) (*t
 	return t, nil
 }
 
-// exec runs p in t's own pid and mount namespaces with the production paths
-// bound in, and decodes its JSON line into out.
-func (h *host) exec(ctx context.Context, t *tenant, p program, env []string, out any, args ...string) error {
+// exec runs cmd in t's own pid and mount namespaces with the production paths
+// bound in, as in a container, and decodes its JSON line into out. started,
+// when set, gets the host pid of the namespace's parent (unshare). The whole
+// namespace dies with ctx: unshare is killed, its child (pid 1 there) gets
+// SIGKILL from --kill-child, and the kernel ends the rest.
+func (h *host) exec(ctx context.Context, t *tenant, cmdline, env []string, out any, started func(pid int), args ...string) error {
 	script := `mount --bind "$1" /etc/ld.so.preload && mount --bind "$2" /etc/vcuda && shift 2 && exec "$@"`
-	argv := append([]string{"-m", "-p", "-f", "--mount-proc", "sh", "-c", script, "sh", t.preload, t.etc}, p.cmd...)
+	argv := append([]string{"-m", "-p", "-f", "--kill-child", "--mount-proc", "sh", "-c", script, "sh", t.preload, t.etc}, cmdline...)
 	argv = append(argv, args...)
 	cmd := exec.CommandContext(ctx, "unshare", argv...)
 	cmd.Env = append(os.Environ(), env...)
+	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("unshare (util-linux) for the tenant's namespaces: %w", err)
+	}
+	if started != nil {
+		started(cmd.Process.Pid)
+	}
+	if err := cmd.Wait(); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return fmt.Errorf("%v: %s", err, lastLine(stderr.String()))
 	}
-	for _, line := range bytes.Split(stdout.Bytes(), []byte("\n")) {
-		if json.Unmarshal(line, out) == nil {
-			return nil
-		}
+	if err := decodeJSONLine(stdout.Bytes(), out); err != nil {
+		return fmt.Errorf("%v (stderr: %s)", err, lastLine(stderr.String()))
 	}
-	return fmt.Errorf("no JSON result in %q (stderr: %s)", stdout.String(), lastLine(stderr.String()))
+	return nil
 }
 
-func lastLine(s string) string {
-	lines := bytes.Split(bytes.TrimSpace([]byte(s)), []byte("\n"))
-	return string(lines[len(lines)-1])
-}
-
-func (h *host) memory(ctx context.Context, p program, path string, capMiB uint64) (uint64, error) {
+// memory allocates 1 GiB chunks on one path under capMiB, never more than the
+// card holds, and returns what was granted and whether a chunk was refused.
+func (h *host) memory(ctx context.Context, p *program, path string, capMiB uint64, secs float64) (uint64, bool, error) {
+	mem, ret := h.dev.GetMemoryInfo()
+	if ret != nvml.SUCCESS {
+		return 0, false, fmt.Errorf("NVML memory info: %v", ret)
+	}
+	chunks, err := memBound(capMiB, mem.Free>>20)
+	if err != nil {
+		return 0, false, err
+	}
 	t, err := h.tenant(api.ComputeNone, 100, capMiB)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	var r struct {
 		Allocated uint64 `json:"allocated_mib"`
+		Refused   bool
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	err = h.exec(ctx, t, p, p.env[path], &r, "mem", path)
-	return r.Allocated, err
+	err = h.exec(ctx, t, p.cmd, p.env[path], &r, nil, "mem", path, fmt.Sprint(chunks), fmt.Sprint(secs))
+	return r.Allocated, r.Refused, err
 }
 
-// solo is p's rate alone with the limiter loaded and no compute limit.
-func (h *host) solo(ctx context.Context, p program, secs float64) (float64, error) {
+// solo is a workload's rate alone with the limiter loaded and no compute limit.
+func (h *host) solo(ctx context.Context, p *program, work string, secs float64) (float64, error) {
 	t, err := h.tenant(api.ComputeNone, 100, 1<<20)
 	if err != nil {
 		return 0, err
 	}
 	var r struct{ Rate float64 }
-	if err := h.exec(ctx, t, p, nil, &r, "burn", fmt.Sprint(secs)); err != nil {
+	if err := h.exec(ctx, t, p.cmd, nil, &r, nil, workArgs(work, secs)...); err != nil {
 		return 0, err
+	}
+	if r.Rate <= 0 {
+		return 0, fmt.Errorf("%s ran at rate %g alone", work, r.Rate)
 	}
 	return r.Rate, nil
 }
 
-// shares runs one tenant per target together under the node controller and
-// returns each one's rate as a percentage of solo.
-func (h *host) shares(ctx context.Context, p program, targets []int, secs, solo float64) ([]float64, error) {
-	ts := make([]*tenant, len(targets))
-	for i, c := range targets {
-		t, err := h.tenant(api.ComputeFixed, uint32(c), 1<<20)
-		if err != nil {
-			return nil, err
+// newRunner is the node's compute controller on the real NVML, as the device
+// plugin runs it: the check's only use of compute.Runner. When the Runner
+// gains per-process attribution (host pid -> tenant key), hand it the owners
+// function that host.shares builds for the pid sampler.
+func newRunner(lib nvml.Interface, list func() ([]compute.Tenancy, error)) *compute.Runner {
+	return &compute.Runner{Source: &compute.NVMLSource{Lib: lib}, Clock: compute.Monotonic, List: list}
+}
+
+// shares runs one tenant per spec together under the node controller and
+// returns each one's rate as a percentage of its workload's solo rate, and
+// what NVML's per-process samples said of each (mapped by host pid).
+func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenantSpec, secs float64, solo map[string]float64) ([]float64, string, error) {
+	tens := make([]*tenant, len(ts))
+	for i, s := range ts {
+		if _, ok := solo[s.Work]; !ok {
+			return nil, "", fmt.Errorf("no solo rate of %s: its solo row did not finish", s.Work)
 		}
-		ts[i] = t
+		policy := api.ComputeFixed
+		if s.Balance {
+			policy = api.ComputeBalance
+		}
+		t, err := h.tenant(policy, uint32(s.Cores), 1<<20)
+		if err != nil {
+			return nil, "", err
+		}
+		tens[i] = t
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	r := &compute.Runner{Source: &compute.NVMLSource{Lib: h.nvml}, Clock: compute.Monotonic,
-		List: func() ([]compute.Tenancy, error) {
-			out := make([]compute.Tenancy, len(ts))
-			for i, t := range ts {
-				out[i] = t.tenancy
-			}
-			return out, nil
-		}}
+	roots := &rootSet{m: map[int]string{}}
+	owners := func() map[int]string {
+		o, err := ownersOf("/proc", roots.snapshot())
+		if err != nil {
+			return nil
+		}
+		return o
+	}
+	r := newRunner(h.nvml, func() ([]compute.Tenancy, error) {
+		out := make([]compute.Tenancy, len(tens))
+		for i, t := range tens {
+			out[i] = t.tenancy
+		}
+		return out, nil
+	})
 	done := make(chan struct{})
 	go func() { defer close(done); _ = r.Run(ctx) }()
+	sampler := newPidSampler(h.dev, owners)
+	sdone := make(chan struct{})
+	go func() {
+		defer close(sdone)
+		sampler.run(ctx, time.Duration(secs/2*float64(time.Second)))
+	}()
 	got := make([]float64, len(ts))
 	errs := make([]error, len(ts))
 	var wg sync.WaitGroup
-	for i, t := range ts {
+	for i, t := range tens {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			var res struct{ Rate float64 }
-			errs[i] = h.exec(ctx, t, p, nil, &res, "burn", fmt.Sprint(secs))
-			got[i] = 100 * res.Rate / solo
+			started := func(pid int) { roots.add(pid, t.tenancy.Key) }
+			errs[i] = h.exec(ctx, t, progs[programOf(ts[i].Work)].cmd, nil, &res, started, workArgs(ts[i].Work, secs)...)
+			got[i] = 100 * res.Rate / solo[ts[i].Work]
 		}()
 	}
 	wg.Wait()
 	cancel()
 	<-done
-	for _, err := range errs {
+	<-sdone
+	keys := make([]string, len(tens))
+	for i, t := range tens {
+		keys[i] = t.tenancy.Key
+	}
+	note := sampler.summary(keys)
+	for i, err := range errs {
 		if err != nil {
-			return got, err
+			return got, note, fmt.Errorf("tenant %d (%s %d): %w", i+1, ts[i].Work, ts[i].Cores, err)
 		}
 	}
-	return got, nil
+	return got, note, nil
+}
+
+// rootSet is the tenants' unshare pids, filled in as they start.
+type rootSet struct {
+	mu sync.Mutex
+	m  map[int]string
+}
+
+func (s *rootSet) add(pid int, key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[pid] = key
+}
+
+func (s *rootSet) snapshot() map[int]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[int]string, len(s.m))
+	for k, v := range s.m {
+		out[k] = v
+	}
+	return out
+}
+
+// pidSampler averages NVML's per-process SM utilization per tenant over the
+// second half of a share row (the signal issue 21 weighs for attribution:
+// about one sample per process per second, keyed by host pids).
+type pidSampler struct {
+	dev    nvml.Device
+	owners func() map[int]string
+	sum    map[string]float64
+	n      map[string]int
+}
+
+func newPidSampler(dev nvml.Device, owners func() map[int]string) *pidSampler {
+	return &pidSampler{dev: dev, owners: owners, sum: map[string]float64{}, n: map[string]int{}}
+}
+
+func (s *pidSampler) run(ctx context.Context, wait time.Duration) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(wait):
+	}
+	last := uint64(time.Now().UnixMicro())
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		samples, ret := s.dev.GetProcessUtilization(last)
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		owners := s.owners()
+		for _, sm := range samples {
+			last = max(last, sm.TimeStamp)
+			if key, ok := owners[int(sm.Pid)]; ok {
+				s.sum[key] += float64(sm.SmUtil)
+				s.n[key]++
+			}
+		}
+	}
+}
+
+// summary: "nvml per-pid sm% 31+58 (4+5 samples)", or "" without samples.
+func (s *pidSampler) summary(keys []string) string {
+	avg, cnt := make([]string, len(keys)), make([]string, len(keys))
+	any := false
+	for i, k := range keys {
+		avg[i], cnt[i] = "-", fmt.Sprint(s.n[k])
+		if s.n[k] > 0 {
+			avg[i], any = fmt.Sprintf("%.0f", s.sum[k]/float64(s.n[k])), true
+		}
+	}
+	if !any {
+		return ""
+	}
+	return fmt.Sprintf("nvml per-pid sm%% %s (%s samples)", strings.Join(avg, "+"), strings.Join(cnt, "+"))
 }

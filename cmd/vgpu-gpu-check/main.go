@@ -1,13 +1,18 @@
 // Command vgpu-gpu-check runs libvcuda on a real NVIDIA GPU with programs
 // nobody here wrote (PyTorch, CuPy, a CUDA C probe built with nvcc, whichever
-// are installed) and prints what the limits achieved: the memory cap per
-// allocation path and the compute shares of tenants sharing the GPU under the
-// node's compute controller (the device plugin's, run in this process on the
-// real NVML). Each tenant runs as in a container: its own pid namespace and
-// mount namespace, the limiter preloaded through /etc/ld.so.preload and its
-// limits read from /etc/vcuda/vcuda.config (bind-mounted, as the device plugin
-// mounts them). Needs root (unshare, mount). Without a GPU it says so and
-// exits 0. `make gpu-check` builds libvcuda and runs it.
+// are installed) and prints what the limits achieved: the CUDA context per
+// program (the limiter.contextMiB setting), the memory cap per allocation
+// path and the compute shares of tenants sharing the GPU under the node's
+// compute controller (the device plugin's, run in this process on the real
+// NVML). Each tenant runs as in a container: its own pid namespace and mount
+// namespace, the limiter preloaded through /etc/ld.so.preload and its limits
+// read from /etc/vcuda/vcuda.config (bind-mounted, as the device plugin mounts
+// them). Needs root (unshare, mount). The run has a total deadline and every
+// row a timeout; rows that no longer fit are reported as skipped. Without a
+// GPU it says so and exits 0.
+//
+// `make gpu-check` builds libvcuda and runs it where Go is present;
+// `make gpu-bundle` makes a folder that runs it where Go is not (run.sh).
 package main
 
 import (
@@ -15,136 +20,181 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
-type options struct {
-	lib     string  // libvcuda.so
-	work    string  // scratch dir
-	secs    float64 // per share scenario
-	capMiB  uint64  // memory cap of the memory scenarios
-	onlyMem bool
-}
-
 func main() {
-	var o options
-	flag.StringVar(&o.lib, "lib", "vcuda/_build/libvcuda.so", "libvcuda.so to test")
-	flag.StringVar(&o.work, "work", "", "scratch directory (default: a new temp dir)")
-	flag.Float64Var(&o.secs, "seconds", 12, "length of each share scenario; shares are measured over its second half")
-	flag.Uint64Var(&o.capMiB, "cap-mib", 8192, "memory cap of the memory scenarios")
-	flag.BoolVar(&o.onlyMem, "memory-only", false, "run the memory scenarios only")
-	flag.Parse()
-	if err := run(context.Background(), o); err != nil {
+	o, err := parseOptions(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gpu-check:", err)
+		os.Exit(2)
+	}
+	if err := run(context.Background(), o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "gpu-check:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, o options) error {
+// noGPU is the line printed (exit 0) where there is nothing to check.
+const noGPU = "gpu-check: no NVIDIA GPU here (%s); nothing to check. Run it on a GPU node.\n"
+
+func run(ctx context.Context, o options, stdout io.Writer) error {
+	start := time.Now()
+	ctx, cancel := context.WithDeadline(ctx, start.Add(o.deadline))
+	defer cancel()
 	lib := nvml.New()
 	if ret := lib.Init(); ret != nvml.SUCCESS {
-		fmt.Printf("gpu-check: no NVIDIA GPU here (NVML: %v); nothing to check. Run it on a GPU node.\n", ret)
+		fmt.Fprintf(stdout, noGPU, "NVML: "+ret.Error())
 		return nil
 	}
 	defer lib.Shutdown()
+	if n, ret := lib.DeviceGetCount(); ret != nvml.SUCCESS || n == 0 {
+		fmt.Fprintf(stdout, noGPU, "NVML lists no device")
+		return nil
+	}
 	dev, ret := lib.DeviceGetHandleByIndex(0)
 	if ret != nvml.SUCCESS {
 		return fmt.Errorf("GPU 0: %v", ret)
 	}
-	uuid, _ := dev.GetUUID()
-	name, _ := dev.GetName()
-	mem, _ := dev.GetMemoryInfo()
-	fmt.Printf("gpu-check on %s %s (%d MiB)\n", name, uuid, mem.Total>>20)
 	if os.Geteuid() != 0 {
-		return errors.New("needs root: each tenant gets its own pid and mount namespace (unshare, mount)")
+		return errors.New("needs root: each tenant gets its own pid and mount namespace (unshare, mount); run it with sudo")
 	}
 	libPath, err := filepath.Abs(o.lib)
 	if err != nil {
 		return err
 	}
 	if _, err := os.Stat(libPath); err != nil {
-		return fmt.Errorf("%w (make -C vcuda builds it)", err)
+		return fmt.Errorf("%w (make -C vcuda builds it; in the bundle run.sh passes its libvcuda.so)", err)
 	}
 	if o.work == "" {
 		if o.work, err = os.MkdirTemp("", "vgpu-gpu-check-"); err != nil {
 			return err
 		}
 	}
-	progs, err := findPrograms(ctx, o.work)
-	if err != nil {
-		return err
+	w := stdout
+	if o.out != "" {
+		f, err := os.Create(o.out)
+		if err != nil {
+			return fmt.Errorf("-out: %w", err)
+		}
+		defer f.Close()
+		w = io.MultiWriter(stdout, f)
 	}
-	if len(progs) == 0 {
-		fmt.Println("gpu-check: found none of python3+torch, python3+cupy, nvcc; nothing to run")
-		return nil
-	}
-	h := &host{lib: libPath, work: o.work, uuid: uuid, nvml: lib}
+	progs := findPrograms(ctx, o, o.work)
+	hd := readHeader(ctx, lib, dev, o, progs)
+	rows := plan(o)
+	hd.Planned = planned(rows)
+	fmt.Fprint(w, hd.render())
+	uuid, _ := dev.GetUUID()
+	h := &host{lib: libPath, work: o.work, uuid: uuid, nvml: lib, dev: dev}
 	if err := h.prepare(); err != nil {
 		return err
 	}
-	printContexts(ctx, dev, name, progs)
-	fmt.Println("\nmemory cap (real GPU)")
-	fmt.Printf("%-28s %10s %14s %s\n", "program/path", "cap MiB", "allocated MiB", "verdict")
-	for _, p := range progs {
-		for _, path := range p.memPaths {
-			got, err := h.memory(ctx, p, path, o.capMiB)
-			verdict := "ok"
-			switch {
-			case err != nil:
-				verdict = "error: " + err.Error()
-			case got > o.capMiB:
-				verdict = "OVER THE CAP"
-			case got+1024 < o.capMiB:
-				verdict = "refused early"
-			}
-			fmt.Printf("%-28s %10d %14d %s\n", p.name+"/"+path, o.capMiB, got, verdict)
-		}
-	}
-	if o.onlyMem {
-		return nil
-	}
-	fmt.Println("\ncompute shares (real GPU, node controller on device-wide NVML, each tenant in its own pid namespace)")
-	fmt.Printf("%-10s %-16s %-16s %-16s %s\n", "program", "targets %", "achieved %", "abs error", "solo rate")
-	for _, p := range progs {
-		solo, err := h.solo(ctx, p, o.secs)
-		if err != nil {
-			fmt.Printf("%-10s solo run failed: %v\n", p.name, err)
-			continue
-		}
-		for _, targets := range [][]int{{10}, {30}, {50}, {70}, {90}, {30, 60}, {50, 50}, {10, 90}, {20, 30, 40}} {
-			got, err := h.shares(ctx, p, targets, o.secs, solo)
-			if err != nil {
-				fmt.Printf("%-10s %-16s failed: %v\n", p.name, join(targets, "%d"), err)
-				continue
-			}
-			errs := make([]float64, len(got))
-			for i := range got {
-				errs[i] = got[i] - float64(targets[i])
-			}
-			fmt.Printf("%-10s %-16s %-16s %-16s %.4g/s\n", p.name, join(targets, "%d"), join(got, "%.1f"), join(errs, "%+.1f"), solo)
-		}
-	}
+	c := &check{o: o, h: h, progs: progs, solo: map[string]float64{}}
+	e := executor{deadline: start.Add(o.deadline), timeout: o.timeout, now: time.Now, run: c.run}
+	outs := e.execute(ctx, rows, func(oc outcome) { fmt.Fprint(w, oc.render()) })
+	fmt.Fprint(w, footer(outs, hd.GPU, time.Since(start)))
 	return nil
 }
 
-func join[T any](xs []T, f string) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = fmt.Sprintf(f, x)
+// readHeader reads the GPU model, driver and CUDA versions and the
+// programs' versions.
+func readHeader(ctx context.Context, lib nvml.Interface, dev nvml.Device, o options, progs map[string]*program) header {
+	h := header{Date: time.Now().UTC().Format(time.RFC3339), Deadline: o.deadline, Timeout: o.timeout, Secs: o.secs, CapMiB: o.capMiB}
+	h.GPU, _ = dev.GetName()
+	h.UUID, _ = dev.GetUUID()
+	if mem, ret := dev.GetMemoryInfo(); ret == nvml.SUCCESS {
+		h.MemMiB = mem.Total >> 20
 	}
-	return strings.Join(s, "+")
+	h.Driver, _ = lib.SystemGetDriverVersion()
+	if v, ret := lib.SystemGetCudaDriverVersion(); ret == nvml.SUCCESS {
+		h.CUDA = fmt.Sprintf("%d.%d", v/1000, v%1000/10)
+	}
+	for _, name := range o.use {
+		p := progs[name]
+		switch {
+		case p.missing != "":
+			h.Versions = append(h.Versions, name+" (not run: "+p.missing+")")
+		case p.version != "":
+			h.Versions = append(h.Versions, p.version)
+		}
+	}
+	if v := nvccVersion(ctx); v != "" {
+		h.Versions = append(h.Versions, v)
+	}
+	return h
 }
 
-// withTimeout runs cmd with a deadline and returns its stdout.
-func output(ctx context.Context, d time.Duration, name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, name, args...).Output()
-	return string(out), err
+// check runs the rows on this machine.
+type check struct {
+	o     options
+	h     *host
+	progs map[string]*program
+	solo  map[string]float64 // rate of each workload alone, from its solo row
+}
+
+func (c *check) program(name string) (*program, error) {
+	p := c.progs[name]
+	if p == nil {
+		return nil, fmt.Errorf("%s is not in -use: %w", name, errUnavailable)
+	}
+	if p.missing != "" {
+		return nil, fmt.Errorf("%s: %s: %w", name, p.missing, errUnavailable)
+	}
+	return p, nil
+}
+
+func (c *check) run(ctx context.Context, r row) (result, error) {
+	switch r.Kind {
+	case kindContext:
+		p, err := c.program(r.Program)
+		if err != nil {
+			return result{}, err
+		}
+		mib, err := contextMiB(ctx, c.h.dev, p)
+		return result{Achieved: fmt.Sprintf("%d MiB", mib), ContextMiB: mib}, err
+	case kindMemory:
+		p, err := c.program(r.Program)
+		if err != nil {
+			return result{}, err
+		}
+		got, refused, err := c.h.memory(ctx, p, r.Path, c.o.capMiB, memSeconds(c.o.timeout))
+		st, note := memoryVerdict(c.o.capMiB, got, refused)
+		return result{Target: fmt.Sprintf("%d MiB", c.o.capMiB), Achieved: fmt.Sprintf("%d MiB", got), Status: st, Note: note}, err
+	case kindSolo:
+		p, err := c.program(programOf(r.Work))
+		if err != nil {
+			return result{}, err
+		}
+		rate, err := c.h.solo(ctx, p, r.Work, c.o.secs)
+		if err != nil {
+			return result{}, err
+		}
+		c.solo[r.Work] = rate
+		return result{Target: "100", Achieved: fmt.Sprintf("%.4g/s", rate)}, nil
+	case kindShare:
+		for _, t := range r.Tenants {
+			if _, err := c.program(programOf(t.Work)); err != nil {
+				return result{}, err
+			}
+		}
+		got, note, err := c.h.shares(ctx, c.progs, r.Tenants, c.o.secs, c.solo)
+		if err != nil {
+			return result{Target: targets(r.Tenants), Note: note}, err
+		}
+		res, err := shareVerdict(r.Tenants, got)
+		if note != "" {
+			res.Note += "; " + note
+		}
+		return res, err
+	}
+	return result{}, fmt.Errorf("row %q: unknown kind %d", r.Name, r.Kind)
 }

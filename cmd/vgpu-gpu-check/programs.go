@@ -2,156 +2,179 @@ package main
 
 import (
 	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"time"
 )
 
-// program is a CUDA program the check runs as a tenant. Its command takes
-// "mem <path>" (allocate 1 GiB chunks until refused, print
-// {"allocated_mib":N}), "burn <seconds>" (compute back to back, print
-// {"rate":R}: work items per second over the second half) or "ctx x" (open
-// a CUDA context with one tiny allocation, print {"ready":true}, hold it
-// until stdin closes).
+// The tenants' sources. The gpu bundle carries them as files (programs/);
+// `go run` uses these copies.
+//
+//go:embed programs/torch_check.py programs/cupy_check.py programs/probe.cu
+var programSources embed.FS
+
+// program is a CUDA program the check runs as a tenant; see the comment at
+// the top of each source for its modes (version, ctx, mem, burn, elem).
 type program struct {
-	name     string
-	cmd      []string
-	env      map[string][]string // per memory path, extra environment
-	memPaths []string
+	name    string
+	cmd     []string
+	env     map[string][]string // extra environment per memory path
+	version string              // for the table's header
+	missing string              // why it cannot run here; "" when it can
 }
 
-const torchSrc = `import json, sys, time
-import torch
-mode = sys.argv[1]
-if mode == "ctx":
-    x = torch.zeros(1, device="cuda")
-    torch.cuda.synchronize()
-    print(json.dumps({"ready": True}), flush=True)
-    sys.stdin.read()
-elif mode == "mem":
-    chunks = []
-    try:
-        while True:
-            chunks.append(torch.empty(1 << 30, dtype=torch.uint8, device="cuda"))
-    except RuntimeError:
-        pass
-    print(json.dumps({"allocated_mib": len(chunks) * 1024}))
-else:
-    secs, n = float(sys.argv[2]), 8192
-    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    torch.cuda.synchronize()
-    t0 = time.time(); half = None; it = 0
-    while time.time() - t0 < secs:
-        for _ in range(4):
-            a @ b
-        torch.cuda.synchronize()
-        it += 4
-        if half is None and time.time() - t0 >= secs / 2:
-            half = (it, time.time())
-    print(json.dumps({"rate": (it - half[0]) / (time.time() - half[1])}))
-`
+// workArgs is the mode a workload runs in.
+func workArgs(work string, secs float64) []string {
+	mode := "burn"
+	if work == "probe-elem" {
+		mode = "elem"
+	}
+	return []string{mode, fmt.Sprint(secs)}
+}
 
-const cupySrc = `import json, sys, time
-import cupy
-mode = sys.argv[1]
-if mode == "ctx":
-    x = cupy.zeros(1)
-    cupy.cuda.Device().synchronize()
-    print(json.dumps({"ready": True}), flush=True)
-    sys.stdin.read()
-elif mode == "mem":
-    chunks = []
-    try:
-        while True:
-            chunks.append(cupy.empty(1 << 30, dtype=cupy.uint8))
-    except cupy.cuda.memory.OutOfMemoryError:
-        pass
-    print(json.dumps({"allocated_mib": len(chunks) * 1024}))
-else:
-    secs, n = float(sys.argv[2]), 4096
-    a = cupy.random.rand(n, n, dtype=cupy.float32)
-    b = cupy.random.rand(n, n, dtype=cupy.float32)
-    cupy.cuda.Device().synchronize()
-    t0 = time.time(); half = None; it = 0
-    while time.time() - t0 < secs:
-        for _ in range(4):
-            a @ b
-        cupy.cuda.Device().synchronize()
-        it += 4
-        if half is None and time.time() - t0 >= secs / 2:
-            half = (it, time.time())
-    print(json.dumps({"rate": (it - half[0]) / (time.time() - half[1])}))
-`
+// source is the path of a program's source: in -programs when given, else
+// the built-in copy written to work.
+func source(dir, work, name string) (string, error) {
+	if dir != "" {
+		p := filepath.Join(dir, name)
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("%w (-programs must be the bundle's programs/ folder)", err)
+		}
+		return p, nil
+	}
+	b, err := programSources.ReadFile("programs/" + name)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(work, name)
+	return p, os.WriteFile(p, b, 0o644)
+}
 
-// probeSrc: the driver API's own paths (cuMemAlloc, managed, async, VMM) and
-// a spinning kernel.
-const probeSrc = `#include <cuda.h>
-#include <cuda_runtime.h>
-#include <stdio.h>
-#include <string.h>
-#include <stdlib.h>
-#include <time.h>
-static double now(void){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec+t.tv_nsec/1e9;}
-__global__ void spin(long long cycles){long long s=clock64();while(clock64()-s<cycles){}}
-int main(int argc,char**argv){
-  if(argc<3)return 2;
-  cudaFree(0);
-  if(!strcmp(argv[1],"ctx")){void*p;cudaMalloc(&p,512);cudaDeviceSynchronize();
-    printf("{\"ready\":true}\n");fflush(stdout);while(getchar()!=EOF){}return 0;}
-  if(!strcmp(argv[1],"mem")){
-    size_t n=0; void*p; const size_t G=1ull<<30;
-    for(;;){
-      cudaError_t e;
-      if(!strcmp(argv[2],"managed")) e=cudaMallocManaged(&p,G);
-      else if(!strcmp(argv[2],"async")){ e=cudaMallocAsync(&p,G,0); if(e==cudaSuccess) e=cudaStreamSynchronize(0);}
-      else e=cudaMalloc(&p,G);
-      if(e!=cudaSuccess)break;
-      if(!strcmp(argv[2],"managed")) cudaMemset(p,1,G);
-      n++;
-    }
-    printf("{\"allocated_mib\":%zu}\n",n*1024);return 0;
-  }
-  double secs=atof(argv[2]),t0=now(),th=0;long it=0,ih=0;
-  while(now()-t0<secs){for(int i=0;i<8;i++)spin<<<132,128>>>(1000000);cudaDeviceSynchronize();it+=8;
-    if(!th&&now()-t0>=secs/2){th=now();ih=it;}}
-  printf("{\"rate\":%f}\n",(it-ih)/(now()-th));return 0;}
-`
-
-// findPrograms lists what this machine can run.
-func findPrograms(ctx context.Context, work string) ([]program, error) {
-	var out []program
+// findPrograms looks for every program in o.use; one that cannot run here
+// comes back with missing set, so its rows are reported as skipped.
+func findPrograms(ctx context.Context, o options, work string) map[string]*program {
+	out := map[string]*program{}
 	py, pyErr := exec.LookPath("python3")
-	if pyErr == nil {
-		for _, p := range []struct {
-			name, module, src string
-			paths             []string
-			env               map[string][]string
-		}{
-			{"pytorch", "torch", torchSrc, []string{"default", "expandable", "async"}, map[string][]string{
-				"expandable": {"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"},
-				"async":      {"PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync"}}},
-			{"cupy", "cupy", cupySrc, []string{"default"}, nil},
-		} {
-			if _, err := output(ctx, time.Minute, py, "-c", "import "+p.module); err != nil {
+	for _, name := range o.use {
+		p := &program{name: name}
+		out[name] = p
+		switch name {
+		case "pytorch", "cupy":
+			file := map[string]string{"pytorch": "torch_check.py", "cupy": "cupy_check.py"}[name]
+			if pyErr != nil {
+				p.missing = "python3 not found"
 				continue
 			}
-			f := filepath.Join(work, p.name+".py")
-			if err := os.WriteFile(f, []byte(p.src), 0o644); err != nil {
-				return nil, err
+			src, err := source(o.programsDir, work, file)
+			if err != nil {
+				p.missing = err.Error()
+				continue
 			}
-			out = append(out, program{name: p.name, cmd: []string{py, f}, memPaths: p.paths, env: p.env})
+			p.cmd = []string{py, src}
+			if name == "pytorch" {
+				p.env = map[string][]string{
+					"expandable": {"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"},
+					"async":      {"PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync"}}
+			}
+			var v struct{ Version, Cuda string }
+			if err := runJSON(ctx, time.Minute, &v, py, src, "version"); err != nil {
+				p.missing = fmt.Sprintf("python3 %s version: %v", file, err)
+				continue
+			}
+			p.version = name + " " + v.Version
+			if v.Cuda != "" {
+				p.version += " (CUDA " + v.Cuda + ")"
+			}
+		case "probe":
+			p.cmd, p.missing = probe(ctx, o, work)
+			p.version = "probe"
 		}
 	}
-	if nvcc, err := exec.LookPath("nvcc"); err == nil {
-		src, bin := filepath.Join(work, "probe.cu"), filepath.Join(work, "probe")
-		if err := os.WriteFile(src, []byte(probeSrc), 0o644); err != nil {
-			return nil, err
+	return out
+}
+
+// probe finds or builds the CUDA C probe.
+func probe(ctx context.Context, o options, work string) ([]string, string) {
+	switch o.probe {
+	case "off":
+		return nil, "-probe off (run.sh: nvcc missing or the build failed; see its log)"
+	case "":
+	default:
+		if st, err := os.Stat(o.probe); err != nil || st.Mode()&0o111 == 0 {
+			return nil, fmt.Sprintf("-probe %s is not an executable (build it: nvcc -O2 -o probe probe.cu -lcuda)", o.probe)
 		}
-		if _, err := output(ctx, 5*time.Minute, nvcc, "-O2", "-o", bin, src, "-lcuda"); err == nil {
-			out = append(out, program{name: "cuda-probe", cmd: []string{bin}, memPaths: []string{"malloc", "managed", "async"}})
+		return []string{o.probe}, ""
+	}
+	nvcc, err := exec.LookPath("nvcc")
+	if err != nil {
+		return nil, "nvcc not found: install the CUDA toolkit or pass -probe"
+	}
+	src, err := source(o.programsDir, work, "probe.cu")
+	if err != nil {
+		return nil, err.Error()
+	}
+	bin := filepath.Join(work, "probe")
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if b, err := exec.CommandContext(cctx, nvcc, "-O2", "-o", bin, src, "-lcuda").CombinedOutput(); err != nil {
+		return nil, fmt.Sprintf("nvcc %s: %v: %s", src, err, lastLine(string(b)))
+	}
+	return []string{bin}, ""
+}
+
+// nvccVersion is "nvcc 13.0", or "" without nvcc.
+func nvccVersion(ctx context.Context) string {
+	nvcc, err := exec.LookPath("nvcc")
+	if err != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	b, err := exec.CommandContext(ctx, nvcc, "--version").Output()
+	if err != nil {
+		return ""
+	}
+	if m := regexp.MustCompile(`release ([0-9.]+)`).FindSubmatch(b); m != nil {
+		return "nvcc " + string(m[1])
+	}
+	return ""
+}
+
+// runJSON runs a command on the host and decodes the first JSON line of its
+// stdout into out.
+func runJSON(ctx context.Context, d time.Duration, out any, name string, args ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.WaitDelay = 5 * time.Second
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("%v: %s", err, lastLine(stderr.String()))
+	}
+	return decodeJSONLine(b, out)
+}
+
+// decodeJSONLine decodes the first line of b that is a JSON object.
+func decodeJSONLine(b []byte, out any) error {
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "{") && json.Unmarshal([]byte(line), out) == nil {
+			return nil
 		}
 	}
-	return out, nil
+	return errors.New("no JSON result in its output " + fmt.Sprintf("%q", lastLine(string(b))))
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }

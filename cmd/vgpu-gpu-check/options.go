@@ -1,0 +1,111 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// options are the check's flags, decoded and validated once.
+type options struct {
+	lib         string        // libvcuda.so
+	work        string        // scratch dir ("" = a new temp dir)
+	programsDir string        // the programs' sources ("" = the copies compiled into the binary)
+	probe       string        // the CUDA C probe: "" = build it with nvcc if present, "off", or a built binary
+	out         string        // also write the table here
+	deadline    time.Duration // the whole run
+	timeout     time.Duration // one row
+	secs        float64       // one share row's tenants run this long; shares are measured over the second half
+	capMiB      uint64        // memory cap of the memory rows
+	groups      []string      // rows to run, in plan order
+	use         []string      // programs to use
+	share       string        // the program of the single, pair, triple and balance rows
+}
+
+// groupOrder lists the row groups in the order they run.
+func groupOrder() []string {
+	return []string{"context", "memory", "single", "pair", "mixed", "triple", "balance"}
+}
+
+// programNames lists the programs the check knows.
+func programNames() []string { return []string{"pytorch", "cupy", "probe"} }
+
+func parseOptions(args []string, stderr io.Writer) (options, error) {
+	var o options
+	var groups, use string
+	fs := flag.NewFlagSet("vgpu-gpu-check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.lib, "lib", "vcuda/_build/libvcuda.so", "libvcuda.so to test")
+	fs.StringVar(&o.work, "work", "", "scratch directory (default: a new temp dir)")
+	fs.StringVar(&o.programsDir, "programs", "", "directory with torch_check.py, cupy_check.py and probe.cu (default: the copies built into this binary)")
+	fs.StringVar(&o.probe, "probe", "", `the CUDA C probe: a binary built from probe.cu, "off", or empty to build it here with nvcc`)
+	fs.StringVar(&o.out, "out", "", "also write the table to this file")
+	fs.DurationVar(&o.deadline, "deadline", 6*time.Minute, "total deadline; rows that no longer fit are reported as skipped")
+	fs.DurationVar(&o.timeout, "scenario-timeout", 60*time.Second, "timeout of one row; a row cut by it is reported as TIMEOUT")
+	fs.Float64Var(&o.secs, "seconds", 10, "how long each tenant of a share row runs; shares are measured over the second half")
+	fs.Uint64Var(&o.capMiB, "cap-mib", 8192, "memory cap of the memory rows")
+	fs.StringVar(&groups, "only", strings.Join(groupOrder(), ","), "row groups to run: "+strings.Join(groupOrder(), ","))
+	fs.StringVar(&use, "use", strings.Join(programNames(), ","), "programs to use: "+strings.Join(programNames(), ","))
+	fs.StringVar(&o.share, "share-program", "pytorch", "program of the single, pair, triple and balance rows: "+strings.Join(programNames(), ","))
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q: every setting is a flag (-h lists them)", fs.Args())
+	}
+	var err error
+	if o.groups, err = pick("-only", groups, groupOrder()); err != nil {
+		return o, err
+	}
+	if o.use, err = pick("-use", use, programNames()); err != nil {
+		return o, err
+	}
+	if !slices.Contains(programNames(), o.share) {
+		return o, fmt.Errorf("-share-program %q: use one of %s", o.share, strings.Join(programNames(), ", "))
+	}
+	switch {
+	case o.deadline <= 0:
+		return o, errors.New("-deadline must be positive (e.g. 6m)")
+	case o.timeout <= 0:
+		return o, errors.New("-scenario-timeout must be positive (e.g. 60s)")
+	case o.secs < 2:
+		return o, fmt.Errorf("-seconds %g is too short for a share to settle: use at least 2", o.secs)
+	case o.capMiB < 1024:
+		return o, fmt.Errorf("-cap-mib %d is below one 1 GiB chunk: use at least 1024", o.capMiB)
+	}
+	if need := shareBudget(o.secs, 3); o.timeout < need && (slices.Contains(o.groups, "single") || slices.Contains(o.groups, "triple")) {
+		return o, fmt.Errorf("-scenario-timeout %v is shorter than a share row of -seconds %g takes (about %v): raise -scenario-timeout or lower -seconds", o.timeout, o.secs, need)
+	}
+	return o, nil
+}
+
+// pick splits a comma list and checks every name against valid; the result
+// keeps valid's order.
+func pick(flagName, list string, valid []string) ([]string, error) {
+	var out []string
+	for _, s := range strings.Split(list, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !slices.Contains(valid, s) {
+			return nil, fmt.Errorf("%s: unknown %q; use a comma list of %s", flagName, s, strings.Join(valid, ","))
+		}
+	}
+	for _, v := range valid {
+		for _, s := range strings.Split(list, ",") {
+			if strings.TrimSpace(s) == v {
+				out = append(out, v)
+				break
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: empty; use a comma list of %s", flagName, strings.Join(valid, ","))
+	}
+	return out, nil
+}

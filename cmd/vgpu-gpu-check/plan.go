@@ -1,0 +1,205 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+type rowKind int
+
+const (
+	kindContext rowKind = iota // a program's CUDA context, no limiter
+	kindMemory                 // the memory cap on one allocation path
+	kindSolo                   // a workload alone, no compute limit: the 100% of the share rows
+	kindShare                  // tenants together under the node's compute controller
+)
+
+// tenantSpec is one tenant of a share row.
+type tenantSpec struct {
+	Work    string // workload: pytorch, cupy, probe (long kernels), probe-elem (short elementwise kernels)
+	Cores   int    // percent of the GPU
+	Balance bool   // policy balance (lends idle capacity) instead of fixed
+}
+
+// row is one line of the table, planned before anything runs.
+type row struct {
+	Group   string
+	Name    string
+	Kind    rowKind
+	Program string       // context, memory
+	Path    string       // memory: the allocation path
+	Work    string       // solo
+	Tenants []tenantSpec // share
+	Budget  time.Duration
+	Skip    string // set when the flags leave this row out of reach
+}
+
+// programOf is the program that runs a workload.
+func programOf(work string) string {
+	if work == "probe-elem" {
+		return "probe"
+	}
+	return work
+}
+
+// memPaths are the allocation paths each program's mem mode covers.
+func memPaths(program string) []string {
+	switch program {
+	case "pytorch":
+		return []string{"default", "expandable", "async"}
+	case "cupy":
+		return []string{"default"}
+	case "probe":
+		return []string{"malloc", "cumemalloc", "managed", "async", "pitch", "vmm"}
+	}
+	return nil
+}
+
+// Planned time per row on an H100 (process start included: importing
+// PyTorch and opening a context take 3-5 s, CuPy 2-3 s, the probe < 1 s).
+func contextBudget(program string) time.Duration {
+	switch program {
+	case "pytorch":
+		return 8 * time.Second
+	case "cupy":
+		return 6 * time.Second
+	}
+	return 3 * time.Second
+}
+
+func memoryBudget(program string) time.Duration {
+	switch program {
+	case "pytorch":
+		return 10 * time.Second
+	case "cupy":
+		return 8 * time.Second
+	}
+	return 4 * time.Second
+}
+
+// shareBudget: the tenants run secs; each start adds about a second beside
+// the first one's 4 s.
+func shareBudget(secs float64, tenants int) time.Duration {
+	return time.Duration(secs*float64(time.Second)) + 4*time.Second + time.Duration(tenants)*time.Second
+}
+
+// plan lists the rows the options ask for, in run order. The share rows of a
+// workload follow its solo row (their 100%).
+func plan(o options) []row {
+	var rows []row
+	used := func(work string) string {
+		if !slices.Contains(o.use, programOf(work)) {
+			return programOf(work) + " is not in -use"
+		}
+		return ""
+	}
+	soloDone := map[string]bool{}
+	solo := func(group, work string) {
+		if soloDone[work] {
+			return
+		}
+		soloDone[work] = true
+		rows = append(rows, row{Group: group, Name: "solo " + work, Kind: kindSolo, Work: work,
+			Budget: shareBudget(o.secs, 1), Skip: used(work)})
+	}
+	share := func(group string, ts ...tenantSpec) {
+		for _, t := range ts {
+			solo(group, t.Work)
+		}
+		skip := ""
+		for _, t := range ts {
+			if s := used(t.Work); s != "" {
+				skip = s
+				break
+			}
+		}
+		rows = append(rows, row{Group: group, Name: shareName(ts), Kind: kindShare, Tenants: ts,
+			Budget: shareBudget(o.secs, len(ts)), Skip: skip})
+	}
+	fixed := func(work string, cores ...int) []tenantSpec {
+		ts := make([]tenantSpec, len(cores))
+		for i, c := range cores {
+			ts[i] = tenantSpec{Work: work, Cores: c}
+		}
+		return ts
+	}
+	w := o.share
+	for _, g := range o.groups {
+		switch g {
+		case "context":
+			for _, p := range o.use {
+				rows = append(rows, row{Group: g, Name: "context " + p, Kind: kindContext, Program: p, Budget: contextBudget(p)})
+			}
+		case "memory":
+			for _, p := range o.use {
+				for _, path := range memPaths(p) {
+					rows = append(rows, row{Group: g, Name: p + "/" + path, Kind: kindMemory, Program: p, Path: path, Budget: memoryBudget(p)})
+				}
+			}
+		case "single":
+			for _, c := range []int{10, 30, 50, 70, 90} {
+				share(g, fixed(w, c)...)
+			}
+		case "pair":
+			share(g, fixed(w, 30, 60)...)
+			share(g, fixed(w, 50, 50)...)
+		case "mixed":
+			share(g, tenantSpec{Work: "pytorch", Cores: 30}, tenantSpec{Work: "probe-elem", Cores: 60})
+			share(g, tenantSpec{Work: "pytorch", Cores: 50}, tenantSpec{Work: "probe-elem", Cores: 50})
+		case "triple":
+			share(g, fixed(w, 20, 30, 40)...)
+		case "balance":
+			share(g, tenantSpec{Work: w, Cores: 50}, tenantSpec{Work: w, Cores: 30, Balance: true})
+		}
+	}
+	return rows
+}
+
+// shareName: "pytorch 30+60" when one workload runs every tenant, else
+// "pytorch 30 + probe-elem 60"; a balance tenant reads "balance 30".
+func shareName(ts []tenantSpec) string {
+	same := true
+	for _, t := range ts {
+		same = same && t.Work == ts[0].Work && !t.Balance
+	}
+	if same {
+		return ts[0].Work + " " + targets(ts)
+	}
+	parts := make([]string, len(ts))
+	for i, t := range ts {
+		switch {
+		case t.Balance && t.Work == ts[0].Work:
+			parts[i] = fmt.Sprintf("balance %d", t.Cores)
+		case t.Balance:
+			parts[i] = fmt.Sprintf("%s balance %d", t.Work, t.Cores)
+		default:
+			parts[i] = fmt.Sprintf("%s %d", t.Work, t.Cores)
+		}
+	}
+	return strings.Join(parts, " + ")
+}
+
+// targets: "30+60".
+func targets(ts []tenantSpec) string {
+	s := make([]string, len(ts))
+	for i, t := range ts {
+		s[i] = fmt.Sprint(t.Cores)
+		if t.Balance {
+			s[i] = "b" + s[i]
+		}
+	}
+	return strings.Join(s, "+")
+}
+
+// planned sums the budgets of the rows that will run.
+func planned(rows []row) time.Duration {
+	var d time.Duration
+	for _, r := range rows {
+		if r.Skip == "" {
+			d += r.Budget
+		}
+	}
+	return d
+}

@@ -1,0 +1,140 @@
+// CUDA C tenant of vgpu-gpu-check, built on the GPU machine: nvcc -O2 -o probe probe.cu -lcuda
+// Modes (one JSON line on stdout):
+//   ctx                          open a context with one tiny allocation, {"ready":true}, hold until stdin closes
+//   mem PATH MAX_CHUNKS MAX_SECS allocate 1 GiB chunks on PATH until refused, MAX_CHUNKS held or MAX_SECS gone:
+//                                {"allocated_mib":N,"refused":bool}
+//                                PATH: malloc (cudaMalloc), cumemalloc (cuMemAlloc), managed (cudaMallocManaged,
+//                                each chunk touched), async (cudaMallocAsync), pitch (cudaMallocPitch),
+//                                vmm (cuMemCreate + cuMemAddressReserve + cuMemMap)
+//   burn SECS                    long kernels (132 blocks spinning ~1 ms), {"rate":kernels/s over the second half}
+//   elem SECS                    short elementwise kernels (1M floats, 4096 blocks), {"rate":kernels/s, second half}
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void) {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+__global__ void spin(long long cycles) {
+	long long s = clock64();
+	while (clock64() - s < cycles) {
+	}
+}
+
+__global__ void axpy(float *y, const float *x, float a, int n) {
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) y[i] = a * x[i] + y[i];
+}
+
+static const size_t G = 1ull << 30;
+
+// one 1 GiB chunk on path; returns 0 when it was granted
+static int chunk(const char *path) {
+	if (!strcmp(path, "malloc")) {
+		void *p;
+		return cudaMalloc(&p, G) != cudaSuccess;
+	}
+	if (!strcmp(path, "cumemalloc")) {
+		CUdeviceptr p;
+		return cuMemAlloc(&p, G) != CUDA_SUCCESS;
+	}
+	if (!strcmp(path, "managed")) {
+		void *p;
+		if (cudaMallocManaged(&p, G, cudaMemAttachGlobal) != cudaSuccess) return 1;
+		return cudaMemset(p, 1, G) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess;
+	}
+	if (!strcmp(path, "async")) {
+		void *p;
+		if (cudaMallocAsync(&p, G, 0) != cudaSuccess) return 1;
+		return cudaStreamSynchronize(0) != cudaSuccess;
+	}
+	if (!strcmp(path, "pitch")) {
+		void *p;
+		size_t pitch;
+		return cudaMallocPitch(&p, &pitch, 1 << 20, 1 << 10) != cudaSuccess;
+	}
+	if (!strcmp(path, "vmm")) {
+		CUmemAllocationProp prop;
+		memset(&prop, 0, sizeof prop);
+		prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+		prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		prop.location.id = 0;
+		CUmemGenericAllocationHandle h;
+		if (cuMemCreate(&h, G, &prop, 0) != CUDA_SUCCESS) return 1;
+		CUdeviceptr va;
+		if (cuMemAddressReserve(&va, G, 0, 0, 0) != CUDA_SUCCESS) return 1;
+		return cuMemMap(va, G, 0, h, 0) != CUDA_SUCCESS;
+	}
+	fprintf(stderr, "probe: unknown memory path %s (malloc, cumemalloc, managed, async, pitch, vmm)\n", path);
+	exit(2);
+}
+
+int main(int argc, char **argv) {
+	if (argc < 2) {
+		fprintf(stderr, "usage: probe ctx | mem PATH MAX_CHUNKS MAX_SECS | burn SECS | elem SECS\n");
+		return 2;
+	}
+	cudaFree(0);
+	if (!strcmp(argv[1], "ctx")) {
+		void *p;
+		cudaMalloc(&p, 512);
+		cudaDeviceSynchronize();
+		printf("{\"ready\":true}\n");
+		fflush(stdout);
+		while (getchar() != EOF) {
+		}
+		return 0;
+	}
+	if (!strcmp(argv[1], "mem")) {
+		if (argc < 5) return 2;
+		long max = atol(argv[3]), n = 0;
+		double secs = atof(argv[4]), t0 = now();
+		int refused = 0;
+		while (n < max && now() - t0 < secs) {
+			if (chunk(argv[2])) {
+				refused = 1;
+				break;
+			}
+			n++;
+		}
+		printf("{\"allocated_mib\":%ld,\"refused\":%s}\n", n * 1024, refused ? "true" : "false");
+		return 0;
+	}
+	if (argc < 3) return 2;
+	double secs = atof(argv[2]), t0 = now(), th = 0;
+	long it = 0, ih = 0;
+	int elem = !strcmp(argv[1], "elem");
+	const int n = 1 << 20;
+	float *x = NULL, *y = NULL;
+	if (elem && (cudaMalloc(&x, n * sizeof(float)) != cudaSuccess || cudaMalloc(&y, n * sizeof(float)) != cudaSuccess)) {
+		fprintf(stderr, "probe: cudaMalloc of the elem buffers failed\n");
+		return 1;
+	}
+	while (now() - t0 < secs) {
+		int batch = elem ? 64 : 8;
+		for (int i = 0; i < batch; i++) {
+			if (elem)
+				axpy<<<n / 256, 256>>>(y, x, 1.0001f, n);
+			else
+				spin<<<132, 128>>>(1000000);
+		}
+		if (cudaDeviceSynchronize() != cudaSuccess) {
+			fprintf(stderr, "probe: kernel failed: %s\n", cudaGetErrorString(cudaGetLastError()));
+			return 1;
+		}
+		it += batch;
+		if (!th && now() - t0 >= secs / 2) {
+			th = now();
+			ih = it;
+		}
+	}
+	if (!th) th = t0;
+	printf("{\"rate\":%f}\n", (it - ih) / (now() - th));
+	return 0;
+}

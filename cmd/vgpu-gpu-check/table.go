@@ -1,0 +1,83 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// header names what the table was measured on (read at run time).
+type header struct {
+	GPU, UUID, Driver, CUDA string
+	MemMiB                  uint64
+	Versions                []string // "pytorch 2.11.0+cu130", "cupy 13.6.0", "nvcc 13.0"
+	Date                    string
+	Deadline, Timeout       time.Duration
+	Secs                    float64
+	CapMiB                  uint64
+	Planned                 time.Duration
+}
+
+func (h header) render() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# vgpu-gpu-check on %s (%s, %d MiB), driver %s, CUDA %s\n", h.GPU, h.UUID, h.MemMiB, h.Driver, h.CUDA)
+	fmt.Fprintf(&b, "# programs: %s\n", strings.Join(h.Versions, ", "))
+	fmt.Fprintf(&b, "# %s; deadline %s, row timeout %s, share rows %g s (measured over the second half, %% of the workload's solo rate), memory cap %d MiB; rows planned at %s\n",
+		h.Date, h.Deadline, h.Timeout, h.Secs, h.CapMiB, h.Planned)
+	fmt.Fprintf(&b, lineFormat, "group", "row", "target", "achieved", "verdict", "took", "note")
+	return b.String()
+}
+
+const lineFormat = "%-8s %-32s %-10s %-16s %-13s %6s  %s\n"
+
+func (o outcome) render() string {
+	took := "-"
+	if o.Status != statusSkipped {
+		took = fmt.Sprintf("%.1fs", o.Took.Seconds())
+	}
+	return strings.TrimRight(fmt.Sprintf(lineFormat, o.Group, o.Name, o.Target, o.Achieved, o.Status, took, oneLine(o.Note)), " \n") + "\n"
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 160 {
+		s = s[:157] + "..."
+	}
+	return s
+}
+
+// footer sums the run up: the limiter.contextMiB line for this model, the
+// single tenant's mean absolute error, the count per verdict.
+func footer(outs []outcome, model string, took time.Duration) string {
+	var b strings.Builder
+	var ctxMiB uint64
+	var single []float64
+	count := map[status]int{}
+	for _, o := range outs {
+		count[o.Status]++
+		if o.Kind == kindContext && o.Status == statusOK {
+			ctxMiB = max(ctxMiB, o.ContextMiB)
+		}
+		if o.Group == "single" && o.Kind == kindShare && (o.Status == statusOK || o.Status == statusMiss) {
+			single = append(single, o.AbsErr...)
+		}
+	}
+	if ctxMiB > 0 {
+		fmt.Fprintf(&b, "# device plugin setting for this model (largest context measured): limiter.contextMiB: {%q: %d}\n", model, ctxMiB)
+	}
+	if len(single) > 0 {
+		sum := 0.0
+		for _, e := range single {
+			sum += e
+		}
+		fmt.Fprintf(&b, "# one tenant: mean absolute error %.2f points over %d rows (goal <= 2)\n", sum/float64(len(single)), len(single))
+	}
+	var parts []string
+	for _, s := range []status{statusOK, statusMiss, statusOver, statusEarly, statusError, statusTimeout, statusSkipped} {
+		if count[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", count[s], s))
+		}
+	}
+	fmt.Fprintf(&b, "# %d rows: %s; took %.1fs\n", len(outs), strings.Join(parts, ", "), took.Seconds())
+	return b.String()
+}
