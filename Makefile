@@ -20,7 +20,7 @@ UPSTREAM := $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(B
 # Our binaries are always handed to `go build`, whose cache makes a no-op fast.
 
 .PHONY: build deps ours limiter upstream cluster cluster-down cluster-status demo \
-        test vet unit ctest e2e bench clean help fresh-check gpu-check
+        test vet unit ctest e2e bench clean help fresh-check gpu-check gpu-bundle gpu-bundle-smoke
 
 help:
 	@echo "make demo          build, start the local cluster, run a vGPU Volcano Job, show its GPUs"
@@ -28,6 +28,7 @@ help:
 	@echo "make cluster       start (or reuse) the local cluster; make cluster-down stops it"
 	@echo "make bench         Go and C microbenchmarks (not part of make test)"
 	@echo "make gpu-check     on a real NVIDIA GPU: memory cap and compute shares with PyTorch/CuPy/nvcc"
+	@echo "make gpu-bundle    _output/gpu-bundle/: the same check as a folder for GPU machines without Go (./run.sh)"
 	@echo "make fresh-check   make demo + make test on a clean clone of HEAD in a temp dir"
 	@echo "make bench-e2e     200-node benchmark against Volcano deviceshare -> docs/benchmarks.md"
 
@@ -155,6 +156,32 @@ fresh-check:
 # table; without a GPU it says so and exits 0. Not part of make test.
 gpu-check: limiter
 	$(GO) run ./cmd/vgpu-gpu-check -lib vcuda/_build/libvcuda.so
+
+# The gpu bundle: everything the check needs on a GPU machine with no Go and no network, in one
+# folder (copy it, run ./run.sh as root). The binary is built with cgo (go-nvml dlopens
+# libnvidia-ml) and must load on glibc GPU_CHECK_GLIBC_FLOOR (Ubuntu 22.04 has 2.35); libvcuda.so
+# keeps its own floor (make -C vcuda floor). Debug info is stripped: no path of this machine ships.
+GPU_BUNDLE := $(OUT)/gpu-bundle
+GPU_CHECK_GLIBC_FLOOR := 2.34
+gpu-bundle: limiter
+	rm -rf $(GPU_BUNDLE) && mkdir -p $(GPU_BUNDLE)/programs
+	CGO_ENABLED=1 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(GPU_BUNDLE)/vgpu-gpu-check ./cmd/vgpu-gpu-check
+	sh vcuda/tests/glibc_floor.sh $(GPU_BUNDLE)/vgpu-gpu-check $(GPU_CHECK_GLIBC_FLOOR)
+	$(MAKE) --no-print-directory -C vcuda floor
+	strip --strip-debug -o $(GPU_BUNDLE)/libvcuda.so vcuda/_build/libvcuda.so
+	cp cmd/vgpu-gpu-check/programs/torch_check.py cmd/vgpu-gpu-check/programs/cupy_check.py \
+		cmd/vgpu-gpu-check/programs/probe.cu $(GPU_BUNDLE)/programs/
+	cp cmd/vgpu-gpu-check/bundle/run.sh $(GPU_BUNDLE)/run.sh && chmod +x $(GPU_BUNDLE)/run.sh
+	@if grep -rl -e '$(ROOT)' -e '$(GOMODCACHE)' $(GPU_BUNDLE); then \
+		echo "gpu-bundle: the files above name paths of this machine; build with -trimpath and strip debug info"; exit 1; fi
+	@echo "gpu-bundle: $(GPU_BUNDLE) $$(du -sk $(GPU_BUNDLE) | cut -f1) KiB (limit 64 MiB): copy it to the GPU machine, run ./run.sh as root"
+
+# The bundle as built runs here, says there is no GPU and exits 0 (a machine without a GPU only).
+gpu-bundle-smoke: gpu-bundle
+	@out=$$(cd $(GPU_BUNDLE) && ./run.sh 2>&1); rc=$$?; echo "$$out"; \
+	 [ $$rc -eq 0 ] || { echo "gpu-bundle-smoke: run.sh exited $$rc, want 0"; exit 1; }; \
+	 echo "$$out" | grep -q '^gpu-check: no NVIDIA GPU here' || \
+		{ echo "gpu-bundle-smoke: the bundle's vgpu-gpu-check did not say there is no GPU"; exit 1; }
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./api/... ./plugins/... ./device-plugin/...

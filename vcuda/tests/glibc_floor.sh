@@ -40,7 +40,10 @@ if [ -n "$newer" ]; then
 	status=1
 fi
 needed=$(objdump -p "$lib" | awk '$1 == "NEEDED" {print $2}')
-for pair in "pthread_:libpthread.so.0" "dl:libdl.so.2"; do
+# From glibc 2.34 on libc.so.6 holds the pthread and dl functions: only a lower floor needs the two.
+pairs="pthread_:libpthread.so.0 dl:libdl.so.2"
+if printf '%s\n2.33\n' "$floor" | sort -V -C; then :; else pairs=; fi
+for pair in $pairs; do
 	prefix=${pair%%:*} want=${pair#*:}
 	used=$(printf '%s\n' "$syms" | awk -v p="$prefix" '/\*UND\*/ && index($NF, p) == 1 {print $NF}' | sort -u | tr '\n' ' ')
 	if [ -n "$used" ] && ! printf '%s\n' "$needed" | grep -qx "$want"; then
