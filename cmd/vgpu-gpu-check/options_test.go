@@ -1,0 +1,71 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		check   func(t *testing.T, o options)
+		wantErr string
+	}{
+		{name: "defaults: every group and program, 6 minutes, 60 s a row", check: func(t *testing.T, o options) {
+			if d := cmp.Diff(groupOrder(), o.groups); d != "" {
+				t.Errorf("groups (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(programNames(), o.use); d != "" {
+				t.Errorf("programs (-want +got):\n%s", d)
+			}
+			if o.deadline != 6*time.Minute || o.timeout != time.Minute || o.secs != 10 || o.capMiB != 8192 || o.share != "pytorch" {
+				t.Errorf("defaults: deadline %v timeout %v secs %g cap %d share %s", o.deadline, o.timeout, o.secs, o.capMiB, o.share)
+			}
+		}},
+		{name: "-only keeps the run order whatever the flag's order", args: []string{"-only", "triple, memory,pair"}, check: func(t *testing.T, o options) {
+			if d := cmp.Diff([]string{"memory", "pair", "triple"}, o.groups); d != "" {
+				t.Errorf("groups (-want +got):\n%s", d)
+			}
+		}},
+		{name: "durations and numbers", args: []string{"-deadline", "4m30s", "-scenario-timeout", "45s", "-seconds", "8", "-cap-mib", "4096", "-use", "probe", "-share-program", "probe"},
+			check: func(t *testing.T, o options) {
+				if o.deadline != 270*time.Second || o.timeout != 45*time.Second || o.secs != 8 || o.capMiB != 4096 || o.share != "probe" || len(o.use) != 1 {
+					t.Errorf("got %+v", o)
+				}
+			}},
+		{name: "unknown group names the valid ones", args: []string{"-only", "pairs"}, wantErr: `-only: unknown "pairs"; use a comma list of context,memory,single,pair,mixed,triple,balance`},
+		{name: "unknown program", args: []string{"-use", "jax"}, wantErr: `-use: unknown "jax"`},
+		{name: "empty list", args: []string{"-use", ","}, wantErr: "-use: empty"},
+		{name: "unknown share program", args: []string{"-share-program", "tf"}, wantErr: `-share-program "tf": use one of pytorch, cupy, probe`},
+		{name: "a row timeout shorter than a share row", args: []string{"-scenario-timeout", "12s"}, wantErr: "raise -scenario-timeout or lower -seconds"},
+		{name: "a short timeout is fine for memory rows only", args: []string{"-scenario-timeout", "12s", "-only", "memory"}, check: func(t *testing.T, o options) {
+			if o.timeout != 12*time.Second {
+				t.Errorf("timeout %v", o.timeout)
+			}
+		}},
+		{name: "non-positive deadline", args: []string{"-deadline", "0s"}, wantErr: "-deadline must be positive"},
+		{name: "share rows too short to settle", args: []string{"-seconds", "1"}, wantErr: "use at least 2"},
+		{name: "cap below one chunk", args: []string{"-cap-mib", "512"}, wantErr: "use at least 1024"},
+		{name: "positional arguments", args: []string{"memory"}, wantErr: "every setting is a flag"},
+		{name: "unknown flag", args: []string{"-memory-only"}, wantErr: "flag provided but not defined"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parseOptions(tc.args, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, o)
+		})
+	}
+}

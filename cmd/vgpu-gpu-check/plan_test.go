@@ -1,0 +1,95 @@
+package main
+
+import (
+	"io"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func mustOptions(t *testing.T, args ...string) options {
+	t.Helper()
+	o, err := parseOptions(args, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func names(rows []row) []string {
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = r.Group + ": " + r.Name
+		if r.Skip != "" {
+			out[i] += " [skip: " + r.Skip + "]"
+		}
+	}
+	return out
+}
+
+func TestPlan(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{name: "the default run: every row the issue asks for", want: []string{
+			"context: context pytorch", "context: context cupy", "context: context probe",
+			"memory: pytorch/default", "memory: pytorch/expandable", "memory: pytorch/async", "memory: cupy/default",
+			"memory: probe/malloc", "memory: probe/cumemalloc", "memory: probe/managed", "memory: probe/async",
+			"memory: probe/pitch", "memory: probe/vmm",
+			"single: solo pytorch", "single: pytorch 10", "single: pytorch 30", "single: pytorch 50", "single: pytorch 70", "single: pytorch 90",
+			"pair: pytorch 30+60", "pair: pytorch 50+50",
+			"mixed: solo probe-elem", "mixed: pytorch 30 + probe-elem 60", "mixed: pytorch 50 + probe-elem 50",
+			"triple: pytorch 20+30+40",
+			"balance: pytorch 50 + balance 30",
+		}},
+		{name: "a share group alone brings its solo row first", args: []string{"-only", "pair"}, want: []string{
+			"pair: solo pytorch", "pair: pytorch 30+60", "pair: pytorch 50+50"}},
+		{name: "different programs need both: a program left out of -use skips the row", args: []string{"-only", "mixed", "-use", "pytorch"}, want: []string{
+			"mixed: solo pytorch",
+			"mixed: solo probe-elem [skip: probe is not in -use]",
+			"mixed: pytorch 30 + probe-elem 60 [skip: probe is not in -use]",
+			"mixed: pytorch 50 + probe-elem 50 [skip: probe is not in -use]"}},
+		{name: "another share program", args: []string{"-only", "triple,balance", "-share-program", "cupy", "-use", "cupy"}, want: []string{
+			"triple: solo cupy", "triple: cupy 20+30+40", "balance: cupy 50 + balance 30"}},
+		{name: "memory rows of the programs in -use only", args: []string{"-only", "memory", "-use", "cupy"}, want: []string{"memory: cupy/default"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if d := cmp.Diff(tc.want, names(plan(mustOptions(t, tc.args...)))); d != "" {
+				t.Errorf("rows (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// The default run must fit the 6-minute deadline on an H100 with room for
+// building the probe and finding the programs (run.sh: nvcc ~20 s, imports
+// ~10 s); the README gives the budget per row.
+func TestDefaultPlanFitsTheDeadline(t *testing.T) {
+	o := mustOptions(t)
+	const startup = 60 * time.Second
+	if got := planned(plan(o)) + startup; got > o.deadline {
+		t.Errorf("default rows planned at %v + %v start-up > deadline %v: shorten -seconds or drop rows", planned(plan(o)), startup, o.deadline)
+	}
+}
+
+func TestShareName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ts   []tenantSpec
+		want string
+	}{
+		{"one workload", []tenantSpec{{Work: "cupy", Cores: 20}, {Work: "cupy", Cores: 30}}, "cupy 20+30"},
+		{"two workloads", []tenantSpec{{Work: "pytorch", Cores: 30}, {Work: "probe-elem", Cores: 60}}, "pytorch 30 + probe-elem 60"},
+		{"balance beside the same workload", []tenantSpec{{Work: "pytorch", Cores: 50}, {Work: "pytorch", Cores: 30, Balance: true}}, "pytorch 50 + balance 30"},
+		{"balance of another workload", []tenantSpec{{Work: "pytorch", Cores: 50}, {Work: "probe", Cores: 30, Balance: true}}, "pytorch 50 + probe balance 30"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := shareName(tc.ts); got != tc.want {
+				t.Errorf("shareName = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The test binary doubles as the bundle's vgpu-gpu-check: run.sh execs it
+// with this variable set, and TestMain hands it to main.
+const asMain = "VGPU_GPU_CHECK_AS_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asMain) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// bundle lays out a gpu bundle as make gpu-bundle does, with this test
+// binary as vgpu-gpu-check.
+func bundle(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	copyFile := func(src, dst string, mode os.FileMode) {
+		in, err := os.Open(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer in.Close()
+		out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			t.Fatal(err)
+		}
+		if err := out.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyFile(self, filepath.Join(dir, "vgpu-gpu-check"), 0o755)
+	copyFile(filepath.Join("bundle", "run.sh"), filepath.Join(dir, "run.sh"), 0o755)
+	if err := os.MkdirAll(filepath.Join(dir, "programs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"torch_check.py", "cupy_check.py", "probe.cu"} {
+		copyFile(filepath.Join("programs", f), filepath.Join(dir, "programs", f), 0o644)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "libvcuda.so"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestRunSh(t *testing.T) {
+	if _, err := os.Stat("/dev/nvidia0"); err == nil {
+		t.Skip("this machine has a GPU: run.sh would run the whole check; these cases are for machines without one")
+	}
+	dir := bundle(t)
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		wantCode int
+		want     []string
+	}{
+		{name: "no GPU: run.sh and the check both say so and exit 0", wantCode: 0, want: []string{
+			"run.sh: no NVIDIA GPU here", "gpu-check: no NVIDIA GPU here (NVML: ERROR_LIBRARY_NOT_FOUND)"}},
+		{name: "flags are read before looking for a GPU", args: []string{"--deadline=4m", "--only", "memory", "--use", "probe"}, wantCode: 0,
+			want: []string{"run.sh: no NVIDIA GPU here"}},
+		{name: "help", args: []string{"--help"}, wantCode: 0, want: []string{"--deadline D", "--scenario-timeout D", "--only LIST"}},
+		{name: "an unknown flag", args: []string{"--bogus", "1"}, wantCode: 2, want: []string{"run.sh: unknown flag --bogus"}},
+		{name: "a flag without its value", args: []string{"--deadline"}, wantCode: 2, want: []string{"--deadline needs a value"}},
+		{name: "a deadline that is not a duration", args: []string{"--deadline", "6min"}, wantCode: 2, want: []string{"use whole seconds or minutes"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command("sh", append([]string{filepath.Join(dir, "run.sh")}, tc.args...)...)
+			cmd.Env = []string{asMain + "=1", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + t.TempDir()}
+			out, err := cmd.CombinedOutput()
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.wantCode {
+				t.Errorf("exit %d, want %d; output:\n%s", code, tc.wantCode, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
