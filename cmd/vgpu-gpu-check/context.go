@@ -15,7 +15,10 @@ import (
 // allocation, and returns what NVML says its process takes of the GPU: the
 // figure limiter.contextMiB wants for this model (the allocator's smallest
 // block included, which errs on the safe side). ctx bounds it.
-func contextMiB(ctx context.Context, dev nvml.Device, p *program) (uint64, error) {
+func contextMiB(ctx context.Context, lib nvml.Interface, dev nvml.Device, p *program) (uint64, error) {
+	if !has(lib, "nvmlDeviceGetComputeRunningProcesses") {
+		return 0, fmt.Errorf("this NVML has no nvmlDeviceGetComputeRunningProcesses: %w", errUnavailable)
+	}
 	cmd := exec.CommandContext(ctx, p.cmd[0], append(append([]string{}, p.cmd[1:]...), "ctx", "x")...)
 	cmd.WaitDelay = 5 * time.Second
 	stdin, err := cmd.StdinPipe()

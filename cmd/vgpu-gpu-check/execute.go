@@ -101,6 +101,9 @@ func (e executor) one(ctx context.Context, r row) outcome {
 	case o.Status == "":
 		o.Status = statusOK
 	}
+	if o.Status == statusTimeout || o.Status == statusSkipped || o.Status == statusError {
+		o.Achieved = "-" // what a cut or failed row read is no measurement
+	}
 	return o
 }
 

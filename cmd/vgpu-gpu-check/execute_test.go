@@ -60,9 +60,10 @@ func TestExecute(t *testing.T) {
 			want: []want{{statusOK, ""}, {statusSkipped, "total deadline near: 10s left, row planned at 30s"}, {statusOK, ""}, {statusSkipped, "5s left"}}},
 		{name: "a program missing here skips its row; a failure reads ERROR",
 			total: time.Minute, timeout: 10 * time.Second,
-			rows:  []row{{Name: "cupy", Budget: time.Second}, {Name: "broken", Budget: time.Second}},
-			steps: map[string]step{"cupy": {err: fmt.Errorf("cupy: python3 cannot import it: %w", errUnavailable)}, "broken": {err: errors.New("exit status 1: Segmentation fault")}},
-			want:  []want{{statusSkipped, "cannot import"}, {statusError, "Segmentation fault"}}},
+			rows: []row{{Name: "cupy", Budget: time.Second}, {Name: "broken", Budget: time.Second}},
+			steps: map[string]step{"cupy": {err: fmt.Errorf("cupy: python3 cannot import it: %w", errUnavailable)},
+				"broken": {res: result{Achieved: "0 MiB"}, err: errors.New("exit status 1: Segmentation fault")}},
+			want: []want{{statusSkipped, "cannot import"}, {statusError, "Segmentation fault"}}},
 		{name: "a row planned out of reach is skipped without running",
 			total: time.Minute, timeout: 10 * time.Second,
 			rows:  []row{{Name: "mixed", Budget: time.Second, Skip: "probe is not in -use"}},
@@ -105,6 +106,9 @@ func TestExecute(t *testing.T) {
 				o := outs[i]
 				if o.Status != w.status || !strings.Contains(o.Note, w.note) {
 					t.Errorf("row %q: %s %q, want %s with %q", o.Name, o.Status, o.Note, w.status, w.note)
+				}
+				if (o.Status == statusSkipped || o.Status == statusError || o.Status == statusTimeout) && o.Achieved != "-" {
+					t.Errorf("row %q: %s but achieved %q; a failed row measured nothing", o.Name, o.Status, o.Achieved)
 				}
 				if o.Status == statusSkipped && o.Took != 0 {
 					t.Errorf("row %q skipped but took %v", o.Name, o.Took)

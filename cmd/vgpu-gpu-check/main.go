@@ -114,9 +114,14 @@ func readHeader(ctx context.Context, lib nvml.Interface, dev nvml.Device, o opti
 	if mem, ret := dev.GetMemoryInfo(); ret == nvml.SUCCESS {
 		h.MemMiB = mem.Total >> 20
 	}
-	h.Driver, _ = lib.SystemGetDriverVersion()
-	if v, ret := lib.SystemGetCudaDriverVersion(); ret == nvml.SUCCESS {
-		h.CUDA = fmt.Sprintf("%d.%d", v/1000, v%1000/10)
+	h.Driver, h.CUDA = "unknown", "unknown"
+	if has(lib, "nvmlSystemGetDriverVersion") {
+		h.Driver, _ = lib.SystemGetDriverVersion()
+	}
+	if has(lib, "nvmlSystemGetCudaDriverVersion") {
+		if v, ret := lib.SystemGetCudaDriverVersion(); ret == nvml.SUCCESS {
+			h.CUDA = fmt.Sprintf("%d.%d", v/1000, v%1000/10)
+		}
 	}
 	for _, name := range o.use {
 		p := progs[name]
@@ -131,6 +136,13 @@ func readHeader(ctx context.Context, lib nvml.Interface, dev nvml.Device, o opti
 		h.Versions = append(h.Versions, v)
 	}
 	return h
+}
+
+// has says whether the loaded NVML has a function: every driver has those
+// the check calls, but a call to a missing one ends the process (an old
+// driver, or the project's fake NVML in the tests).
+func has(lib nvml.Interface, symbol string) bool {
+	return lib.Extensions().LookupSymbol(symbol) == nil
 }
 
 // check runs the rows on this machine.
@@ -159,7 +171,7 @@ func (c *check) run(ctx context.Context, r row) (result, error) {
 		if err != nil {
 			return result{}, err
 		}
-		mib, err := contextMiB(ctx, c.h.dev, p)
+		mib, err := contextMiB(ctx, c.h.nvml, c.h.dev, p)
 		return result{Achieved: fmt.Sprintf("%d MiB", mib), ContextMiB: mib}, err
 	case kindMemory:
 		p, err := c.program(r.Program)

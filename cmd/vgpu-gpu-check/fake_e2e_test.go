@@ -1,0 +1,89 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// The whole orchestration on the project's fake driver: this test binary runs
+// as vgpu-gpu-check on the fake libnvidia-ml.so.1, every tenant in its own pid
+// and mount namespace with libvcuda.so through /etc/ld.so.preload and the
+// config file, vcuda's workload standing in for PyTorch and the probe
+// (testdata/fake). It checks the plumbing (caps hold on the memory rows, share
+// rows measure and finish), not share accuracy: the fake's accuracy has its
+// own suite (device-plugin/compute), and this machine's load would make it
+// noisy here.
+func TestFakeDriverEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: about 40 s")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: tenants get their own pid and mount namespaces")
+	}
+	build, err := filepath.Abs(filepath.Join("..", "..", "vcuda", "_build"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"libvcuda.so", "workload", "fake/libcuda.so.1", "fake/libnvidia-ml.so.1"} {
+		if _, err := os.Stat(filepath.Join(build, f)); err != nil {
+			t.Skipf("%v: make -C vcuda builds the limiter and the fake driver", err)
+		}
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 runs the stand-in programs")
+	}
+	fake, err := filepath.Abs(filepath.Join("testdata", "fake"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := filepath.Join(t.TempDir(), "table.txt")
+	cmd := exec.Command(self, "-lib", filepath.Join(build, "libvcuda.so"), "-programs", fake, "-probe", filepath.Join(fake, "probe"),
+		"-use", "pytorch", "-only", "memory,pair", "-seconds", "2", "-cap-mib", "2048", "-deadline", "2m",
+		"-scenario-timeout", "40s", "-work", t.TempDir(), "-out", table)
+	cmd.Env = append(os.Environ(), asMain+"=1",
+		"LD_LIBRARY_PATH="+filepath.Join(build, "fake"),
+		"FAKEGPU_DIR="+t.TempDir(),
+		"FAKEGPU_DEVICES=GPU-8b1c0d2e-0000-4000-8000-000000000001:8192",
+		"FAKE_WORKLOAD="+filepath.Join(build, "workload"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	written, err := os.ReadFile(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), string(written)) {
+		t.Errorf("-out holds another table than stdout:\n%s\n---\n%s", written, out)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^# vgpu-gpu-check on Fake GPU 0 \(GPU-8b1c0d2e-0000-4000-8000-000000000001, 8192 MiB\)`),
+		// every path held at the 2048 MiB cap: the limiter was preloaded through /etc/ld.so.preload
+		// and read its cap from the bound config file
+		regexp.MustCompile(`(?m)^memory +pytorch/default +2048 MiB +2048 MiB +ok `),
+		regexp.MustCompile(`(?m)^memory +pytorch/async +2048 MiB +2048 MiB +ok `),
+		regexp.MustCompile(`(?m)^memory +pytorch/expandable +2048 MiB +2048 MiB +ok `),
+		regexp.MustCompile(`(?m)^pair +solo pytorch +100 +[0-9.]+/s +ok `),
+		// two tenants at once under the node controller, each measured
+		regexp.MustCompile(`(?m)^pair +pytorch 30\+60 +30\+60 +[0-9.]+\+[0-9.]+ +(ok|MISS) `),
+		regexp.MustCompile(`(?m)^pair +pytorch 50\+50 +50\+50 +[0-9.]+\+[0-9.]+ +(ok|MISS) `),
+		regexp.MustCompile(`(?m)^# 6 rows: `),
+	} {
+		if !want.Match(out) {
+			t.Errorf("table lacks %s:\n%s", want, out)
+		}
+	}
+	for _, bad := range []string{"ERROR", "TIMEOUT", "OVER THE CAP", "skipped"} {
+		if strings.Contains(string(out), bad) {
+			t.Errorf("a row reads %s:\n%s", bad, out)
+		}
+	}
+}

@@ -1,0 +1,38 @@
+# Stands in for programs/torch_check.py on the project's fake driver (TestFakeDriverEndToEnd):
+# the same modes, done by vcuda's workload program ($FAKE_WORKLOAD). burn launches wide kernels,
+# elem (the probe's mode, see probe) narrow ones of another shape.
+import json
+import os
+import subprocess
+import sys
+
+W = os.environ["FAKE_WORKLOAD"]
+
+
+def workload(*args):
+    p = subprocess.run([W, *args], capture_output=True, text=True)
+    for line in p.stdout.splitlines():
+        if line.startswith("{"):
+            r = json.loads(line)
+            if r.get("ok"):
+                return r
+            sys.exit("workload: " + r.get("error", line))
+    sys.exit("workload: no JSON (exit %d): %s" % (p.returncode, p.stderr.strip()[-200:]))
+
+
+def out(**kw):
+    print(json.dumps(kw), flush=True)
+
+
+mode = sys.argv[1]
+if mode == "version":
+    out(version="fake")
+elif mode == "mem":
+    r = workload("--chunk-mib", "1024", "--max-alloc-mib", str(int(sys.argv[3]) * 1024), "--seconds", "0")
+    out(allocated_mib=r["allocated_bytes"] >> 20, refused=r["alloc_error"] == 2)
+elif mode in ("burn", "elem"):
+    shape = ["--grid", "200", "--block", "256"] if mode == "burn" else ["--grid", "2000", "--block", "32"]
+    r = workload("--seconds", sys.argv[2], *shape)
+    out(rate=r["launches"] / r["launch_seconds"])
+else:
+    sys.exit("fake torch_check.py: mode %r is not modelled" % mode)
