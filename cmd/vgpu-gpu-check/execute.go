@@ -76,11 +76,11 @@ func (e executor) one(ctx context.Context, r row) outcome {
 	case r.Skip != "":
 		o.Status, o.Note = statusSkipped, r.Skip
 		return o
+	case left < r.Budget:
+		o.Status, o.Note = statusSkipped, fmt.Sprintf("total deadline near: %s left, row planned at %s (raise -deadline)", round(max(left, 0)), r.Budget)
+		return o
 	case ctx.Err() != nil:
 		o.Status, o.Note = statusSkipped, "run stopped: "+context.Cause(ctx).Error()
-		return o
-	case left < r.Budget:
-		o.Status, o.Note = statusSkipped, fmt.Sprintf("total deadline near: %s left, row planned at %s (raise -deadline)", round(left), r.Budget)
 		return o
 	}
 	limit := min(e.timeout, left)

@@ -22,7 +22,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -37,7 +39,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gpu-check:", err)
 		os.Exit(2)
 	}
-	if err := run(context.Background(), o, os.Stdout); err != nil {
+	// SIGTERM (run.sh's timeout) or ^C ends the rows in flight, their tenants' namespaces with
+	// them, and still prints the table's footer.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := run(ctx, o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "gpu-check:", err)
 		os.Exit(1)
 	}
