@@ -18,24 +18,7 @@ import (
 // own suite (device-plugin/compute), and this machine's load would make it
 // noisy here.
 func TestFakeDriverEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: about 40 s")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: tenants get their own pid and mount namespaces")
-	}
-	build, err := filepath.Abs(filepath.Join("..", "..", "vcuda", "_build"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"libvcuda.so", "workload", "fake/libcuda.so.1", "fake/libnvidia-ml.so.1"} {
-		if _, err := os.Stat(filepath.Join(build, f)); err != nil {
-			t.Skipf("%v: make -C vcuda builds the limiter and the fake driver", err)
-		}
-	}
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("python3 runs the stand-in programs")
-	}
+	build := fakeDriver(t)
 	fake, err := filepath.Abs(filepath.Join("testdata", "fake"))
 	if err != nil {
 		t.Fatal(err)
@@ -86,4 +69,29 @@ func TestFakeDriverEndToEnd(t *testing.T) {
 			t.Errorf("a row reads %s:\n%s", bad, out)
 		}
 	}
+}
+
+// fakeDriver is vcuda's build dir with the limiter, the fake driver and the
+// workload; it skips the test where they cannot run.
+func fakeDriver(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: runs tenants on the fake driver for tens of seconds")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: tenants get their own pid and mount namespaces")
+	}
+	build, err := filepath.Abs(filepath.Join("..", "..", "vcuda", "_build"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"libvcuda.so", "workload", "fake/libcuda.so.1", "fake/libnvidia-ml.so.1"} {
+		if _, err := os.Stat(filepath.Join(build, f)); err != nil {
+			t.Skipf("%v: make -C vcuda builds the limiter and the fake driver", err)
+		}
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 runs the stand-in programs")
+	}
+	return build
 }

@@ -23,8 +23,8 @@ func TestMain(m *testing.M) {
 }
 
 // bundle lays out a gpu bundle as make gpu-bundle does, with this test
-// binary as vgpu-gpu-check.
-func bundle(t *testing.T) string {
+// binary as vgpu-gpu-check and the programs of progs.
+func bundle(t *testing.T, progs string) string {
 	t.Helper()
 	dir := t.TempDir()
 	copyFile := func(src, dst string, mode os.FileMode) {
@@ -53,8 +53,12 @@ func bundle(t *testing.T) string {
 	if err := os.MkdirAll(filepath.Join(dir, "programs"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"torch_check.py", "cupy_check.py", "probe.cu"} {
-		copyFile(filepath.Join("programs", f), filepath.Join(dir, "programs", f), 0o644)
+	ents, err := os.ReadDir(progs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		copyFile(filepath.Join(progs, e.Name()), filepath.Join(dir, "programs", e.Name()), 0o755)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "libvcuda.so"), nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -66,7 +70,7 @@ func TestRunSh(t *testing.T) {
 	if _, err := os.Stat("/dev/nvidia0"); err == nil {
 		t.Skip("this machine has a GPU: run.sh would run the whole check; these cases are for machines without one")
 	}
-	dir := bundle(t)
+	dir := bundle(t, "programs")
 	for _, tc := range []struct {
 		name     string
 		args     []string
@@ -102,5 +106,50 @@ func TestRunSh(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// run.sh's GPU path on the fake driver: the flags reach the check, the table
+// lands in --out, and run.sh reports it.
+func TestRunShOnTheFakeDriver(t *testing.T) {
+	build := fakeDriver(t)
+	dir := bundle(t, filepath.Join("testdata", "fake"))
+	// the bundle's own libvcuda.so, as make gpu-bundle copies it
+	lib, err := os.ReadFile(filepath.Join(build, "libvcuda.so"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "libvcuda.so"), lib, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	outDir := t.TempDir()
+	cmd := exec.Command("sh", filepath.Join(dir, "run.sh"), "--only", "memory", "--use", "pytorch", "--cap-mib", "2048", "--deadline=2m")
+	cmd.Env = append(os.Environ(), asMain+"=1", "GPU_CHECK_ASSUME_GPU=1", "OUT="+outDir,
+		"LD_LIBRARY_PATH="+filepath.Join(build, "fake"), "FAKEGPU_DIR="+t.TempDir(),
+		"FAKEGPU_DEVICES=GPU-8b1c0d2e-0000-4000-8000-000000000001:8192", "FAKE_WORKLOAD="+filepath.Join(build, "workload"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	tables, err := filepath.Glob(filepath.Join(outDir, "gpu-check-*Z.txt"))
+	if err != nil || len(tables) != 1 {
+		t.Fatalf("want one table in $OUT, found %v (%v):\n%s", tables, err, out)
+	}
+	table, err := os.ReadFile(tables[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"; deadline 1m", // what run.sh left of --deadline 2m, less 5 s (not the check's default 6m)
+		"memory   pytorch/default                  2048 MiB   2048 MiB         ok",
+		"memory   pytorch/async                    2048 MiB   2048 MiB         ok",
+		"# 3 rows: 3 ok",
+	} {
+		if !strings.Contains(string(table), want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	if !strings.Contains(string(out), "run.sh: table written to "+tables[0]) {
+		t.Errorf("run.sh does not say where the table is:\n%s", out)
 	}
 }

@@ -4,7 +4,8 @@
 # It builds the CUDA C probe with nvcc when nvcc is present, then runs
 # vgpu-gpu-check under a total deadline and writes its table to stdout and to
 # a file (default: $OUT/ when $OUT is set, else this folder). Without a GPU it
-# says so and exits 0.
+# says so and exits 0. (GPU_CHECK_ASSUME_GPU=1 skips that test: the check's own
+# tests run this script on the project's fake driver.)
 set -u
 DIR=$(cd "$(dirname "$0")" && pwd)
 
@@ -57,7 +58,8 @@ while [ $# -gt 0 ]; do
 	shift 2
 done
 
-if ! ls /dev/nvidia[0-9]* >/dev/null 2>&1 && ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+if [ "${GPU_CHECK_ASSUME_GPU:-}" != 1 ] && ! ls /dev/nvidia[0-9]* >/dev/null 2>&1 &&
+	! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
 	echo "run.sh: no NVIDIA GPU here (no /dev/nvidia0; nvidia-smi lists none); nothing to check. Run it on a GPU node."
 	# The check itself confirms it through NVML (and that it loads on this machine's glibc).
 	exec "$DIR/vgpu-gpu-check" -lib "$DIR/libvcuda.so" -programs "$DIR/programs" -deadline 30s
@@ -79,9 +81,13 @@ mkdir -p "$(dirname "$out")" || exit 1
 work=$(mktemp -d "${TMPDIR:-/tmp}/vgpu-gpu-check.XXXXXX") || exit 1
 nvidia-smi >"${out%.txt}.nvidia-smi.txt" 2>&1 || true
 
+# The probe runs in the context, memory and mixed rows, and in every share row with --share-program probe.
 probe=off
-case ",${use:-probe}," in
-*,probe,*)
+need=no
+case ",${only:-context}," in *,context,* | *,memory,* | *,mixed,*) need=yes ;; esac
+[ "$share" = probe ] && need=yes
+case ",${use:-probe},$need" in
+*,probe,*yes)
 	if command -v nvcc >/dev/null 2>&1; then
 		echo "run.sh: building the CUDA C probe with $(command -v nvcc)"
 		if timeout 150 nvcc -O2 -o "$work/probe" "$DIR/programs/probe.cu" -lcuda >"$work/nvcc.log" 2>&1; then
