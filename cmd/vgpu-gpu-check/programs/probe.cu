@@ -93,10 +93,10 @@ int main(int argc, char **argv) {
 	}
 	if (!strcmp(argv[1], "mem")) {
 		if (argc < 5) return 2;
-		long max = atol(argv[3]), n = 0;
+		long limit = atol(argv[3]), n = 0;
 		double secs = atof(argv[4]), t0 = now();
 		int refused = 0;
-		while (n < max && now() - t0 < secs) {
+		while (n < limit && now() - t0 < secs) {
 			if (chunk(argv[2])) {
 				refused = 1;
 				break;
