@@ -94,6 +94,8 @@ func (e executor) one(ctx context.Context, r row) outcome {
 	switch {
 	case errors.Is(rctx.Err(), context.DeadlineExceeded):
 		o.Status, o.Note = statusTimeout, fmt.Sprintf("cut after %s (-scenario-timeout %s, %s left of -deadline)", round(limit), e.timeout, round(left))
+	case err != nil && ctx.Err() != nil:
+		o.Status, o.Note = statusError, "run stopped during the row: "+context.Cause(ctx).Error()
 	case errors.Is(err, errUnavailable):
 		o.Status, o.Note = statusSkipped, err.Error()
 	case err != nil:

@@ -74,6 +74,11 @@ func TestExecute(t *testing.T) {
 			rows:  []row{{Name: "a", Budget: time.Second}, {Name: "b", Budget: time.Second}, {Name: "c", Budget: time.Second}},
 			steps: map[string]step{"a": {takes: time.Second}},
 			want:  []want{{statusOK, ""}, {statusSkipped, "run stopped"}, {statusSkipped, "run stopped"}}},
+		{name: "a row the run's stop cuts says so",
+			total: time.Minute, timeout: 10 * time.Second, cancel: "a",
+			rows:  []row{{Name: "a", Budget: time.Second}, {Name: "b", Budget: time.Second}},
+			steps: map[string]step{"a": {block: true}},
+			want:  []want{{statusError, "run stopped during the row: context canceled"}, {statusSkipped, "run stopped"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := &fakeClock{t: t0}
@@ -88,6 +93,9 @@ func TestExecute(t *testing.T) {
 						t.Errorf("row %q ran; it should not have", r.Name)
 					}
 					if s.block {
+						if r.Name == tc.cancel {
+							cancel()
+						}
 						<-ctx.Done()
 						return result{}, ctx.Err()
 					}
