@@ -155,7 +155,7 @@ fresh-check:
 # under the node controller, each tenant in its own pid namespace. Prints a
 # table; without a GPU it says so and exits 0. Not part of make test.
 gpu-check: limiter
-	$(GO) run ./cmd/vgpu-gpu-check -lib vcuda/_build/libvcuda.so
+	$(GO) run ./cmd/vgpu-gpu-check -lib vcuda/_build/libvcuda.so $(GPU_CHECK_FLAGS)
 
 # The gpu bundle: everything the check needs on a GPU machine with no Go and no network, in one
 # folder (copy it, run ./run.sh as root). The binary is built with cgo (go-nvml dlopens

@@ -53,6 +53,10 @@ func main() {
 const noGPU = "gpu-check: no NVIDIA GPU here (%s); nothing to check. Run it on a GPU node.\n"
 
 func run(ctx context.Context, o options, stdout io.Writer) error {
+	if o.planOnly {
+		fmt.Fprint(stdout, renderPlan(plan(o), o.deadline))
+		return nil
+	}
 	start := time.Now()
 	ctx, cancel := context.WithDeadline(ctx, start.Add(o.deadline))
 	defer cancel()

@@ -24,6 +24,7 @@ type options struct {
 	groups      []string      // rows to run, in plan order
 	use         []string      // programs to use
 	share       string        // the program of the single, pair, triple and balance rows
+	planOnly    bool          // print the rows and their planned time, run nothing
 }
 
 // groupOrder lists the row groups in the order they run.
@@ -51,6 +52,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&groups, "only", strings.Join(groupOrder(), ","), "row groups to run: "+strings.Join(groupOrder(), ","))
 	fs.StringVar(&use, "use", strings.Join(programNames(), ","), "programs to use: "+strings.Join(programNames(), ","))
 	fs.StringVar(&o.share, "share-program", "pytorch", "program of the single, pair, triple and balance rows: "+strings.Join(programNames(), ","))
+	fs.BoolVar(&o.planOnly, "plan", false, "print the rows the flags select and the time planned for each on an H100, run nothing")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

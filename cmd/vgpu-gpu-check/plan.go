@@ -203,3 +203,19 @@ func planned(rows []row) time.Duration {
 	}
 	return d
 }
+
+// renderPlan lists the rows with their planned time, and the total.
+func renderPlan(rows []row, deadline time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-8s %-32s %8s  %s\n", "group", "row", "planned", "note")
+	for _, r := range rows {
+		budget := r.Budget.String()
+		if r.Skip != "" {
+			budget = "-"
+		}
+		fmt.Fprintf(&b, "%s\n", strings.TrimRight(fmt.Sprintf("%-8s %-32s %8s  %s", r.Group, r.Name, budget, r.Skip), " "))
+	}
+	fmt.Fprintf(&b, "# %d rows planned at %s on an H100, inside -deadline %s with %s to spare (run.sh takes ~30 s of it to build the probe and find the programs)\n",
+		len(rows), planned(rows), deadline, deadline-planned(rows))
+	return b.String()
+}

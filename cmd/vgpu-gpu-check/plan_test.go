@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,5 +92,20 @@ func TestShareName(t *testing.T) {
 				t.Errorf("shareName = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestRenderPlan(t *testing.T) {
+	got := renderPlan(plan(mustOptions(t, "-only", "pair,mixed", "-use", "pytorch")), 6*time.Minute)
+	// solo 10+4+1, two pairs 10+4+2 each = 47 s; the probe's rows skipped
+	for _, want := range []string{
+		"pair     solo pytorch                          15s\n",
+		"pair     pytorch 30+60                         16s\n",
+		"mixed    solo probe-elem                         -  probe is not in -use\n",
+		"# 6 rows planned at 47s on an H100, inside -deadline 6m0s with 5m13s to spare",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("plan lacks %q:\n%s", want, got)
+		}
 	}
 }

@@ -81,6 +81,8 @@ func TestRunSh(t *testing.T) {
 			"run.sh: no NVIDIA GPU here", "gpu-check: no NVIDIA GPU here (NVML: ERROR_LIBRARY_NOT_FOUND)"}},
 		{name: "flags are read before looking for a GPU", args: []string{"--deadline=4m", "--only", "memory", "--use", "probe"}, wantCode: 0,
 			want: []string{"run.sh: no NVIDIA GPU here"}},
+		{name: "--plan prints the rows the flags select, GPU or not", args: []string{"--plan", "--only", "triple", "--seconds", "20"}, wantCode: 0,
+			want: []string{"triple   solo pytorch                          25s", "triple   pytorch 20+30+40                      27s", "# 2 rows planned at 52s"}},
 		{name: "help", args: []string{"--help"}, wantCode: 0, want: []string{"--deadline D", "--scenario-timeout D", "--only LIST"}},
 		{name: "an unknown flag", args: []string{"--bogus", "1"}, wantCode: 2, want: []string{"run.sh: unknown flag --bogus"}},
 		{name: "a flag without its value", args: []string{"--deadline"}, wantCode: 2, want: []string{"--deadline needs a value"}},

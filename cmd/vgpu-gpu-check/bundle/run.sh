@@ -20,6 +20,7 @@ usage: ./run.sh [flags]
   --seconds N           how long each share tenant runs (default 10)
   --cap-mib N           memory cap of the memory rows (default 8192)
   --out FILE            table file (default $OUT/gpu-check-<date>.txt, else ./gpu-check-<date>.txt here)
+  --plan                print the selected rows and the time planned for each, run nothing
   -h, --help            this text
 USAGE
 }
@@ -37,10 +38,11 @@ secs() {
 	echo $((n * mult))
 }
 
-deadline=360 timeout=60 only= use= share= seconds= cap= out=
+deadline=360 timeout=60 only= use= share= seconds= cap= out= plan=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-h | --help) usage; exit 0 ;;
+	--plan) plan=1; shift; continue ;;
 	--*=*) flag=${1%%=*} val=${1#*=}; shift; set -- "$flag" "$val" "$@"; continue ;;
 	esac
 	[ $# -ge 2 ] || { echo "run.sh: $1 needs a value" >&2; usage >&2; exit 2; }
@@ -58,6 +60,14 @@ while [ $# -gt 0 ]; do
 	shift 2
 done
 
+if [ -n "$plan" ]; then
+	set -- -plan -deadline "${deadline}s" -scenario-timeout "${timeout}s"
+	[ -n "$only" ] && set -- "$@" -only "$only"
+	[ -n "$use" ] && set -- "$@" -use "$use"
+	[ -n "$share" ] && set -- "$@" -share-program "$share"
+	[ -n "$seconds" ] && set -- "$@" -seconds "$seconds"
+	exec "$DIR/vgpu-gpu-check" "$@"
+fi
 if [ "${GPU_CHECK_ASSUME_GPU:-}" != 1 ] && ! ls /dev/nvidia[0-9]* >/dev/null 2>&1 &&
 	! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
 	echo "run.sh: no NVIDIA GPU here (no /dev/nvidia0; nvidia-smi lists none); nothing to check. Run it on a GPU node."
