@@ -20,9 +20,9 @@ import (
 
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/app"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/compute"
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/memguard"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/gpu"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/memguard"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simnode"
 )
