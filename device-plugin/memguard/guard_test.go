@@ -41,7 +41,7 @@ func TestDecide(t *testing.T) {
 			},
 		},
 		{
-			name:    "two kills when one is not enough", // 9000+9000+100: kill 10 (pid order breaks the tie: newer first → 11), then 10
+			name:    "two kills when one is not enough", // 18100 > 8192: the newer of two equal holders (11) first, then 10; 100 fits
 			procs:   []Process{proc(10, 9000), proc(11, 9000), proc(12, 100)},
 			tenants: map[string]Tenant{"a": a8}, pol: Policy{},
 			want: Verdict{

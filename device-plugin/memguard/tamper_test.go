@@ -182,7 +182,27 @@ func alive(pid int) bool {
 	return err == nil && !strings.Contains(string(b), ") Z ")
 }
 
+// TestTamperedContainerIsCaught: a process of the tamperer's container gets
+// around libvcuda's accounting, then takes a whole cap more; the guard kills
+// it, says so on the pod and counts it; the first process of the container
+// and the honest neighbour on the same GPU keep running with their memory.
 func TestTamperedContainerIsCaught(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tamper func(shared string) string // shell, run in the container before it allocates
+	}{
+		{"removes the shared accounting files", func(shared string) string {
+			return fmt.Sprintf("rm %[1]s/vcuda.region %[1]s/vcuda.slots", shared)
+		}},
+		{"zeroes the mapped region", func(shared string) string {
+			return fmt.Sprintf("f=%s/vcuda.region && head -c $(stat -c %%s $f) /dev/zero | dd of=$f conv=notrunc status=none", shared)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tamperScenario(t, tc.tamper) })
+	}
+}
+
+func tamperScenario(t *testing.T, tamperWith func(shared string) string) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: pid namespaces and cgroups")
 	}
@@ -229,7 +249,7 @@ func TestTamperedContainerIsCaught(t *testing.T) {
 	}
 	// The tamperer's second process removes the container's accounting
 	// files, so libvcuda books from zero again, and takes a whole cap more.
-	tamper := fmt.Sprintf("rm %s/vcuda.region %s/vcuda.slots && %s", tamperer.shared, tamperer.shared, tamperer.hold(8192))
+	tamper := tamperWith(tamperer.shared) + " && " + tamperer.hold(8192)
 	cmd, tamperPID := tamperer.exec(tamper)
 	held := map[uint32]uint64{}
 	procs, err := src.Running(uuid)
@@ -298,5 +318,5 @@ func TestTamperedContainerIsCaught(t *testing.T) {
 	if got := testutil.ToFloat64(m.Held.WithLabelValues("ns", "honest", "main", uuid, "0")); got != 4000*MiB {
 		t.Errorf("honest held gauge = %v MiB, want 4000", got/MiB)
 	}
-	t.Logf("fake driver: %d MiB held under an 8192 MiB cap after the files were removed; the guard killed the %d MiB process, the neighbour kept its 4000 MiB", k.HeldBytes/MiB, k.ProcessBytes/MiB)
+	t.Logf("fake driver: %d MiB held under an 8192 MiB cap after the tampering; the guard killed the %d MiB process, the neighbour kept its 4000 MiB", k.HeldBytes/MiB, k.ProcessBytes/MiB)
 }

@@ -4,8 +4,6 @@
  * (FAKEGPU_SAMPLE_US), in whole percent (rounded), like a periodic hardware sampler.
  */
 #include <dirent.h>
-#include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,6 +228,24 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
 
 /* ---- running processes (what a node agent sees: host pids, memory held) ---- */
 
+/* Whether a process (pid in the reader's /proc) has not exited: a zombie holds no device
+ * memory, the driver frees it when the process's files close. */
+static int running_proc(unsigned long pid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%lu/status", pid);
+	FILE *f = fopen(path, "re");
+	int live = 0;
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, "State:", 6) == 0) {
+			live = !strchr(line, 'Z') && !strchr(line, 'X');
+			break;
+		}
+	if (f)
+		fclose(f);
+	return live;
+}
+
 /* The pid, in the reader's namespace, of the process a slot books; 0 if it is gone or not
  * visible here. A slot of the reader's own namespace is its pid; another namespace's is
  * found as the real driver finds it from the task: the process whose pid namespace is the
@@ -237,7 +253,7 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
 static unsigned reader_pid(const struct fk_pidslot *p)
 {
 	if (p->pidns == fk.pidns || p->pidns == 0)
-		return (kill(p->pid, 0) == 0 || errno == EPERM) ? (unsigned)p->pid : 0;
+		return running_proc((unsigned long)p->pid) ? (unsigned)p->pid : 0;
 	DIR *d = opendir("/proc");
 	if (!d)
 		return 0;
@@ -259,7 +275,7 @@ static unsigned reader_pid(const struct fk_pidslot *p)
 			if (strncmp(line, "NSpid:", 6) != 0)
 				continue;
 			char *last = strrchr(line, '\t');
-			if (last && atoi(last + 1) == p->pid)
+			if (last && atoi(last + 1) == p->pid && running_proc(host))
 				found = (unsigned)host;
 			break;
 		}
