@@ -178,6 +178,7 @@ func TestValuesThatFail(t *testing.T) {
 		{name: "host library in the config", sets: []string{"devicePlugin.config.limiter.hostLibrary=/opt/libvcuda.so"}, want: "set hostPaths.limiter"},
 		{name: "CDI spec dir in the config", sets: []string{"devicePlugin.config.cdi.specDir=/etc/cdi"}, want: "set hostPaths.cdi"},
 		{name: "CDI device names unknown", sets: []string{"devicePlugin.config.cdi.deviceNames=busid"}, want: "devicePlugin.config.cdi.deviceNames"},
+		{name: "memory guard key unknown", sets: []string{"devicePlugin.config.memoryGuard.enabled=true"}, want: "devicePlugin.config.memoryGuard.enabled is not a setting"},
 		{name: "CDI key unknown", sets: []string{"devicePlugin.config.cdi.enable=true"}, want: "devicePlugin.config.cdi.enable is not a setting"},
 		{name: "resource name in the plugin arguments", sets: []string{"scheduler.vgpu.resourceNumber=example.io/gpu"}, want: "set the resource names once, under resourceNames"},
 		{name: "unknown device policy", sets: []string{"scheduler.vgpu.devicePolicy=firstfit"}, want: `scheduler.vgpu.devicePolicy must be one of binpack, spread, got "firstfit"`},
