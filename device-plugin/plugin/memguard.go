@@ -22,12 +22,19 @@ func (p *Plugin) memoryGuard(ctx context.Context) (r *memguard.Runner, stop func
 	}
 	rec, stop := reschedule.Recorder(ctx, p.opts.Client, p.opts.Node)
 	g := p.opts.Config.MemoryGuard
-	mapper := procmap.Mapper{ProcRoot: p.opts.ProcRoot, Names: p.containerName}
 	return &memguard.Runner{
-		Source: src.MemorySource(), List: p.memTenants, Owners: mapper.Owners,
+		Source: src.MemorySource(), List: p.memTenants, Owners: p.owners,
 		Policy: memguard.Policy{ToleranceMiB: g.ToleranceMiB, UncountedContextMiB: g.UncountedContextMiB},
 		Period: g.Period.Duration, Clock: p.opts.Clock, Recorder: rec, Metrics: p.guardMetrics,
 	}, stop
+}
+
+// owners maps a host pid to "podUID/container" (compute.Tenant.Key) of the
+// vGPU container it runs in, through its cgroup and the pods bound here;
+// ok is false for any other process. The memory guard uses it; it has the
+// shape the compute controller's per-process attribution takes.
+func (p *Plugin) owners(hostPID uint32) (key string, ok bool) {
+	return procmap.Mapper{ProcRoot: p.opts.ProcRoot, Names: p.containerName}.Owners(hostPID)
 }
 
 // containerName is procmap.Names over the pods bound here.

@@ -2,6 +2,8 @@ package plugin
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -81,5 +83,31 @@ func TestMemoryGuardStarts(t *testing.T) {
 				t.Errorf("guard = period %s, policy %+v: want the config's", r.Period, r.Policy)
 			}
 		})
+	}
+}
+
+// TestOwnersThroughProcRoot: a host pid maps to its vGPU container through
+// its cgroup file under the plugin's proc root and the pod's status.
+func TestOwnersThroughProcRoot(t *testing.T) {
+	root := t.TempDir()
+	const id = "4f1a9c0d2b3e4f5a6b7c8d9e0f1a2b3c"
+	if err := os.MkdirAll(filepath.Join(root, "4242"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cg := "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0b6d7e5c_2f3a_4c1e_9a7b_5d4c3b2a1f00.slice/cri-containerd-" + id + ".scope\n"
+	if err := os.WriteFile(filepath.Join(root, "4242", "cgroup"), []byte(cg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	e.p.opts.ProcRoot = root
+	pd := pod("p1").app("main", share(0)).obj(t, e)
+	pd.UID = "0b6d7e5c-2f3a-4c1e-9a7b-5d4c3b2a1f00"
+	if _, ok := e.p.owners(4242); ok {
+		t.Fatal("a pod the plugin has not seen owns a process")
+	}
+	pd.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", ContainerID: "containerd://" + id}}
+	e.p.upsertPod(pd)
+	if k, ok := e.p.owners(4242); !ok || k != "0b6d7e5c-2f3a-4c1e-9a7b-5d4c3b2a1f00/main" {
+		t.Errorf("owners(4242) = %q, %v; want the pod's main container", k, ok)
 	}
 }
