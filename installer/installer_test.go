@@ -322,3 +322,27 @@ func TestNotes(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryGuardPrivileges: the device plugin gets hostPID and CAP_KILL
+// while the memory guard is on, and neither when it is off.
+func TestMemoryGuardPrivileges(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		sets []string
+		want bool
+	}{
+		{"guard on by default", nil, true},
+		{"guard off", []string{"devicePlugin.config.memoryGuard.disabled=true"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := render(t, nil, c.sets...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]bool{"hostPID": strings.Contains(out, "hostPID: true"), "KILL": strings.Contains(out, "- KILL")}
+			if diff := cmp.Diff(map[string]bool{"hostPID": c.want, "KILL": c.want}, got); diff != "" {
+				t.Errorf("privileges (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
