@@ -34,6 +34,8 @@ type Runner struct {
 	Metrics  *Metrics
 	// Kill ends a process (default: SIGKILL by host pid).
 	Kill func(pid uint32) error
+
+	failing map[string]bool // GPUs whose last read failed (logged once until they recover)
 }
 
 // Run checks each period until ctx ends.
@@ -81,9 +83,19 @@ func (r *Runner) Tick(ctx context.Context) []Kill {
 	for _, uuid := range uuids {
 		procs, err := r.Source.Running(uuid)
 		if err != nil {
-			logger.Error(err, "Cannot check GPU memory held by containers", "gpu", uuid)
+			if !r.failing[uuid] {
+				logger.Error(err, "Cannot check GPU memory held by containers; retrying every period", "gpu", uuid)
+			}
+			if r.failing == nil {
+				r.failing = map[string]bool{}
+			}
+			r.failing[uuid] = true
 			r.countError(uuid, "nvml")
 			continue
+		}
+		if r.failing[uuid] {
+			delete(r.failing, uuid)
+			logger.Info("GPU memory check works again", "gpu", uuid)
 		}
 		v := Decide(procs, r.Owners, byGPU[uuid], r.Policy)
 		r.record(uuid, index[uuid], v)
