@@ -72,6 +72,13 @@ func newContainer(t *testing.T, uuid string, capMiB int64) *container {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		// Killed with unshare, the container's processes end asynchronously.
+		for i := 0; i < 1000; i++ {
+			if b, err := os.ReadFile(filepath.Join(c.cgroup, "cgroup.procs")); err != nil || len(strings.TrimSpace(string(b))) == 0 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		_ = os.Remove(c.cgroup)
 		_ = os.Remove(filepath.Dir(c.cgroup))
 	})

@@ -77,7 +77,7 @@ func TestOwnersRealNamespaces(t *testing.T) {
 // own /proc, inside cgroup dir, and returns its host pid.
 func startInNamespace(t *testing.T, dir string) int {
 	t.Helper()
-	cmd := exec.Command("sh", "-c", `echo $$ > "$1/cgroup.procs" && exec unshare --pid --fork --mount-proc sleep 60`, "sh", dir)
+	cmd := exec.Command("sh", "-c", `echo $$ > "$1/cgroup.procs" && exec unshare --pid --fork --kill-child --mount-proc sleep 60`, "sh", dir)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -112,11 +112,19 @@ func nsPIDs(t *testing.T, pid int) []string {
 	return nil
 }
 
-// removeCgroups removes the created cgroup directories, deepest first, up to
-// (not including) a directory that was there before (kubepods, kubepods.slice
-// are shared between tests and left once empty).
+// removeCgroups waits for the container cgroup to empty (its pid 1 dies with
+// unshare, asynchronously), then removes the created directories, deepest
+// first, up to a directory still in use; the top level (kubepods,
+// kubepods.slice) is shared with other tests and stays.
 func removeCgroups(base, rel string) {
-	for p := rel; p != "." && p != "/"; p = filepath.Dir(p) {
+	procs := filepath.Join(base, rel, "cgroup.procs")
+	for i := 0; i < 1000; i++ {
+		if b, err := os.ReadFile(procs); err != nil || len(strings.TrimSpace(string(b))) == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for p := rel; strings.Contains(p, "/"); p = filepath.Dir(p) { // never the shared top level
 		if os.Remove(filepath.Join(base, p)) != nil {
 			return
 		}
