@@ -178,6 +178,7 @@ func TestValuesThatFail(t *testing.T) {
 		{name: "host library in the config", sets: []string{"devicePlugin.config.limiter.hostLibrary=/opt/libvcuda.so"}, want: "set hostPaths.limiter"},
 		{name: "CDI spec dir in the config", sets: []string{"devicePlugin.config.cdi.specDir=/etc/cdi"}, want: "set hostPaths.cdi"},
 		{name: "CDI device names unknown", sets: []string{"devicePlugin.config.cdi.deviceNames=busid"}, want: "devicePlugin.config.cdi.deviceNames"},
+		{name: "memory guard key unknown", sets: []string{"devicePlugin.config.memoryGuard.enabled=true"}, want: "devicePlugin.config.memoryGuard.enabled is not a setting"},
 		{name: "CDI key unknown", sets: []string{"devicePlugin.config.cdi.enable=true"}, want: "devicePlugin.config.cdi.enable is not a setting"},
 		{name: "resource name in the plugin arguments", sets: []string{"scheduler.vgpu.resourceNumber=example.io/gpu"}, want: "set the resource names once, under resourceNames"},
 		{name: "unknown device policy", sets: []string{"scheduler.vgpu.devicePolicy=firstfit"}, want: `scheduler.vgpu.devicePolicy must be one of binpack, spread, got "firstfit"`},
@@ -319,5 +320,29 @@ func TestNotes(t *testing.T) {
 				t.Errorf("values %q: NOTES.txt does not say %q:\n%s", c.values, w, text)
 			}
 		}
+	}
+}
+
+// TestMemoryGuardPrivileges: the device plugin gets hostPID and CAP_KILL
+// while the memory guard is on, and neither when it is off.
+func TestMemoryGuardPrivileges(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		sets []string
+		want bool
+	}{
+		{"guard on by default", nil, true},
+		{"guard off", []string{"devicePlugin.config.memoryGuard.disabled=true"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := render(t, nil, c.sets...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]bool{"hostPID": strings.Contains(out, "hostPID: true"), "KILL": strings.Contains(out, "- KILL")}
+			if diff := cmp.Diff(map[string]bool{"hostPID": c.want, "KILL": c.want}, got); diff != "" {
+				t.Errorf("privileges (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -39,6 +39,7 @@ type Config struct {
 	Report        Report            `json:"report"`
 	Allocate      Allocate          `json:"allocate"`
 	CDI           CDI               `json:"cdi"`
+	MemoryGuard   MemoryGuard       `json:"memoryGuard"`
 	// MaxShares is the number of containers one GPU can serve (vgpu-number
 	// replicas per GPU). Simulated nodes carry their own value instead.
 	MaxShares int `json:"maxShares"`
@@ -123,6 +124,26 @@ type Allocate struct {
 	Reschedule bool `json:"reschedule"`
 }
 
+// MemoryGuard is the node's check of what each container's processes hold
+// on each GPU (NVML, by host pid and cgroup) against its memory cap: a
+// container over its cap loses its largest holder (SIGKILL) and its pod gets
+// a Warning Event. It needs the host's pid namespace (hostPID) and CAP_KILL.
+type MemoryGuard struct {
+	// Disabled turns the guard off: caps are then only what libvcuda enforces
+	// inside the containers, which a tenant can get around.
+	Disabled bool `json:"disabled"`
+	// Period: how often every GPU is checked (a tenant over its cap is caught
+	// within one period).
+	Period Duration `json:"period"`
+	// ToleranceMiB a container may hold above its cap and contexts on one GPU
+	// (driver rounding); 0: the default.
+	ToleranceMiB int64 `json:"toleranceMiB"`
+	// UncountedContextMiB is allowed per process on a GPU model whose context
+	// size limiter.contextMiB does not count (0 there): a real context takes
+	// device memory the cap does not include. 0: the default.
+	UncountedContextMiB int64 `json:"uncountedContextMiB"`
+}
+
 // DefaultIgnoredXIDs are application errors that say nothing about the GPU.
 var DefaultIgnoredXIDs = []uint64{13, 31, 43, 45, 68, 109}
 
@@ -198,6 +219,13 @@ func (c *Config) applyDefaults() {
 	defDuration(&c.Report.HeartbeatPeriod, time.Minute)
 	defDuration(&c.Allocate.AssignmentWait, 10*time.Second)
 	defDuration(&c.Allocate.GCPeriod, time.Minute)
+	defDuration(&c.MemoryGuard.Period, 2*time.Second)
+	if c.MemoryGuard.ToleranceMiB == 0 {
+		c.MemoryGuard.ToleranceMiB = 64
+	}
+	if c.MemoryGuard.UncountedContextMiB == 0 {
+		c.MemoryGuard.UncountedContextMiB = 1024
+	}
 	if c.MaxShares == 0 {
 		c.MaxShares = 10
 	}
@@ -236,6 +264,7 @@ func (c *Config) Validate() error {
 	}{
 		{"health.recoveryPeriod", c.Health.RecoveryPeriod}, {"health.probeInterval", c.Health.ProbeInterval}, {"report.heartbeatPeriod", c.Report.HeartbeatPeriod},
 		{"allocate.assignmentWait", c.Allocate.AssignmentWait}, {"allocate.gcPeriod", c.Allocate.GCPeriod},
+		{"memoryGuard.period", c.MemoryGuard.Period},
 	} {
 		if d.d.Invalid != "" {
 			return fmt.Errorf("%s: expected a duration such as 30s or 5m, got %s", d.key, d.d.Invalid)
@@ -294,6 +323,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("allocate.assignmentWait: expected a non-negative duration, got %s", c.Allocate.AssignmentWait.Duration)
 	case c.Allocate.GCPeriod.Duration < time.Second:
 		return fmt.Errorf("allocate.gcPeriod: expected at least 1s, got %s", c.Allocate.GCPeriod.Duration)
+	case c.MemoryGuard.Period.Duration < 100*time.Millisecond || c.MemoryGuard.Period.Duration > 10*time.Minute:
+		return fmt.Errorf("memoryGuard.period: expected 100ms to 10m, got %s (a tenant over its cap holds the memory up to one period)", c.MemoryGuard.Period.Duration)
+	case c.MemoryGuard.ToleranceMiB < 0 || c.MemoryGuard.ToleranceMiB > 65536:
+		return fmt.Errorf("memoryGuard.toleranceMiB: expected 1 to 65536 MiB (0 for the default, 64), got %d", c.MemoryGuard.ToleranceMiB)
+	case c.MemoryGuard.UncountedContextMiB < 0 || c.MemoryGuard.UncountedContextMiB > maxContextMiB:
+		return fmt.Errorf("memoryGuard.uncountedContextMiB: expected 1 to %d MiB (0 for the default, 1024), got %d", maxContextMiB, c.MemoryGuard.UncountedContextMiB)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -88,6 +89,21 @@ func TestParse(t *testing.T) {
 		{name: "CDI unknown strategy", yaml: "version: v1\ncdi:\n  deviceNames: busid", wantErr: `cdi.deviceNames: expected one of index, uuid, got "busid"`},
 		{name: "CDI relative spec dir", yaml: "version: v1\ncdi:\n  specDir: cdi", wantErr: `cdi.specDir: expected an absolute path on the host, got "cdi"`},
 		{name: "CDI unknown key", yaml: "version: v1\ncdi:\n  enable: true", wantErr: `unknown field "cdi.enable"`},
+		{name: "memory guard on by default", yaml: "version: v1", check: func(t *testing.T, c Config) {
+			want := MemoryGuard{Period: Duration{Duration: 2 * time.Second}, ToleranceMiB: 64, UncountedContextMiB: 1024}
+			if d := cmp.Diff(want, c.MemoryGuard); d != "" {
+				t.Errorf("memoryGuard (-want +got):\n%s", d)
+			}
+		}},
+		{name: "memory guard off", yaml: "version: v1\nmemoryGuard:\n  disabled: true", check: func(t *testing.T, c Config) {
+			if !c.MemoryGuard.Disabled {
+				t.Errorf("memoryGuard = %+v, want disabled", c.MemoryGuard)
+			}
+		}},
+		{name: "memory guard period too short", yaml: "version: v1\nmemoryGuard:\n  period: 10ms", wantErr: "memoryGuard.period: expected 100ms to 10m, got 10ms"},
+		{name: "memory guard period not a duration", yaml: "version: v1\nmemoryGuard:\n  period: often", wantErr: `memoryGuard.period: expected a duration such as 30s or 5m, got "often"`},
+		{name: "memory guard negative tolerance", yaml: "version: v1\nmemoryGuard:\n  toleranceMiB: -1", wantErr: "memoryGuard.toleranceMiB: expected 1 to 65536 MiB"},
+		{name: "memory guard context allowance too large", yaml: "version: v1\nmemoryGuard:\n  uncountedContextMiB: 20000", wantErr: "memoryGuard.uncountedContextMiB: expected 1 to 16384 MiB"},
 		{name: "duplicate key", yaml: "version: v1\nmaxShares: 3\nmaxShares: 4", wantErr: "maxShares"},
 		{name: "duplicate resource names", yaml: "version: v1\nresourceNames:\n  number: a.io/x\n  memory: a.io/x\n  memoryPercentage: a.io/y\n  cores: a.io/z", wantErr: "resourceNames: resource names"},
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/compute"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/memguard"
 )
 
 // Device is one physical GPU as NVML reports it.
@@ -113,6 +114,9 @@ func (l *nvmlLib) Shutdown() { _ = l.lib.Shutdown() }
 
 // ComputeSource is the GPU-wide utilization the compute controller runs on.
 func (l realLib) ComputeSource() compute.Source { return &compute.NVMLSource{Lib: l.lib} }
+
+// MemorySource is what each process holds on each GPU, for the memory guard.
+func (l realLib) MemorySource() memguard.Source { return &memguard.NVMLSource{Lib: l.lib} }
 
 // Devices lists one Device per GPU NVML counts. A GPU NVML cannot describe
 // is listed with its Failure (and its UUID when NVML gave it): one bad GPU

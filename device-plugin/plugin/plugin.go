@@ -27,6 +27,7 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/gpu"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/health"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/match"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/memguard"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/metrics"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/podresources"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/preloadhook"
@@ -49,6 +50,9 @@ type Options struct {
 	Clock        clock.WithTicker
 	// Registry receives the plugin's metrics; nil registers nothing.
 	Registry prometheus.Registerer
+	// ProcRoot is the host's /proc, where the memory guard reads a GPU
+	// process's cgroup ("" = /proc: the plugin runs with hostPID).
+	ProcRoot string
 }
 
 // Plugin is one node's device plugin.
@@ -66,23 +70,26 @@ type Plugin struct {
 	topo      gpu.Topology
 	health    *health.Tracker
 	metrics   *metrics.Metrics
-	resched   *reschedule.Rescheduler // nil unless allocate.reschedule
+	// guardMetrics are the memory guard's series (registered even when it is off).
+	guardMetrics *memguard.Metrics
+	resched      *reschedule.Rescheduler // nil unless allocate.reschedule
 
-	mu          sync.Mutex
-	pods        map[string]*podEntry             // UID → entry, pods bound here that request vgpu-number
-	matchPods   map[string]*match.Pod            // UID → entry.match, the view package match takes
-	ledger      *match.Ledger                    // what Allocate served
-	records     map[string][]containerdir.Record // UID → served containers, for metrics
-	reports     map[string]preloadhook.Report    // UID/container → the preload hook's image report
-	names       map[string]string                // UID → namespace/name of every pod bound here
-	named       map[string]int                   // namespace/name → how many UIDs carry it
-	gone        map[string]time.Time             // namespace/name → when its last pod was deleted
-	nodePolicy  api.ComputePolicy
-	synced      bool          // informers synced: GC may trust the pod cache
-	hamiPending bool          // deviceshare's handshake awaits an answer
-	devChanged  chan struct{} // closed when device health changes
-	server      *dpserver.Server
-	podChanged  chan struct{} // closed when the pod cache changes
+	mu           sync.Mutex
+	pods         map[string]*podEntry             // UID → entry, pods bound here that request vgpu-number
+	matchPods    map[string]*match.Pod            // UID → entry.match, the view package match takes
+	ledger       *match.Ledger                    // what Allocate served
+	records      map[string][]containerdir.Record // UID → served containers, for metrics
+	reports      map[string]preloadhook.Report    // UID/container → the preload hook's image report
+	names        map[string]string                // UID → namespace/name of every pod bound here
+	containerIDs map[string]map[string]string     // UID → runtime container ID → name, vGPU pods (memory guard)
+	named        map[string]int                   // namespace/name → how many UIDs carry it
+	gone         map[string]time.Time             // namespace/name → when its last pod was deleted
+	nodePolicy   api.ComputePolicy
+	synced       bool          // informers synced: GC may trust the pod cache
+	hamiPending  bool          // deviceshare's handshake awaits an answer
+	devChanged   chan struct{} // closed when device health changes
+	server       *dpserver.Server
+	podChanged   chan struct{} // closed when the pod cache changes
 }
 
 var _ dpserver.Service = (*Plugin)(nil)
@@ -103,7 +110,7 @@ func New(ctx context.Context, o Options) (*Plugin, error) {
 		opts: o, resource: corev1.ResourceName(o.Config.ResourceNames.Number),
 		store: containerdir.Store{Root: o.Config.StateDir}, specs: cdi.Specs{Dir: o.Config.CDI.SpecDir},
 		pods: map[string]*podEntry{}, matchPods: map[string]*match.Pod{}, ledger: match.NewLedger(),
-		records: map[string][]containerdir.Record{}, reports: map[string]preloadhook.Report{}, names: map[string]string{}, named: map[string]int{}, gone: map[string]time.Time{}, devChanged: make(chan struct{}), podChanged: make(chan struct{}),
+		records: map[string][]containerdir.Record{}, reports: map[string]preloadhook.Report{}, names: map[string]string{}, containerIDs: map[string]map[string]string{}, named: map[string]int{}, gone: map[string]time.Time{}, devChanged: make(chan struct{}), podChanged: make(chan struct{}),
 	}
 	var err error
 	if err := os.MkdirAll(o.Config.StateDir, 0o755); err != nil {
@@ -130,6 +137,7 @@ func New(ctx context.Context, o Options) (*Plugin, error) {
 		p.restore(r)
 	}
 	p.metrics = metrics.New(o.Registry, p.snapshot)
+	p.guardMetrics = memguard.NewMetrics(o.Registry)
 	logger.V(2).Info("Discovered GPUs", "node", o.Node, "gpus", len(p.devices), "maxShares", o.MaxShares, "restoredContainers", len(recs))
 	for _, d := range p.devices {
 		if d.ReservedMiB > 0 {
@@ -203,6 +211,7 @@ func (p *Plugin) upsertPod(pod *corev1.Pod) {
 	}
 	p.pods[string(pod.UID)] = e
 	p.matchPods[string(pod.UID)] = e.match
+	p.noteContainerIDs(pod)
 	p.notePodChange()
 }
 
@@ -216,6 +225,7 @@ func (p *Plugin) deletePod(uid string) {
 			p.gone[key] = p.opts.Clock.Now()
 		}
 	}
+	delete(p.containerIDs, uid)
 	if _, ok := p.pods[uid]; !ok && len(p.records[uid]) == 0 {
 		return
 	}

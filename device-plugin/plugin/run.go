@@ -40,7 +40,7 @@ func (p *Plugin) Run(ctx context.Context, restart <-chan struct{}) error {
 	if err := p.startInformers(ctx); err != nil {
 		return err
 	}
-	errs := make(chan error, 3)
+	errs := make(chan error, 4)
 	goRun := func(name string, fn func() error) {
 		wg.Add(1)
 		go func() {
@@ -61,6 +61,10 @@ func (p *Plugin) Run(ctx context.Context, restart <-chan struct{}) error {
 	if src, ok := p.opts.Lib.(interface{ ComputeSource() compute.Source }); ok {
 		r := &compute.Runner{Source: src.ComputeSource(), List: p.tenancies, Clock: compute.Monotonic}
 		goRun("compute controller", func() error { return r.Run(ctx) })
+	}
+	if guard, stop := p.memoryGuard(ctx); guard != nil {
+		defer stop()
+		goRun("memory guard", func() error { return guard.Run(ctx) })
 	}
 	if p.opts.Config.Report.HAMi {
 		goRun("deviceshare handshake", func() error { p.hamiLoop(ctx); return nil })

@@ -19,6 +19,10 @@
  *                        cuCtxSetLimit's stack (x 132 SMs x 2048 threads) and heap above the
  *                        defaults take memory too. A process gives back what its contexts hold
  *                        when they are destroyed or when it exits.
+ * Device memory is also booked per process (pid + pid namespace) in the state file, so NVML can
+ * list each live process with what it holds, keyed by its host pid; what a process killed
+ * with -9 held is given back when its slot is reaped (by the next process of its namespace
+ * that needs a slot, or by an NVML running-processes query in the host's namespace).
  */
 #ifndef VCUDA_FAKE_H
 #define VCUDA_FAKE_H
@@ -47,6 +51,8 @@ struct fk_pidslot {
 	int32_t pid;
 	uint32_t pad;
 	uint64_t sched_ns; /* GPU time of every kernel this pid launched */
+	uint64_t pidns; /* inode of the process's pid namespace (0: unknown), with pid its key */
+	uint64_t mem; /* device memory the process holds (allocations and contexts) */
 };
 
 struct fk_state { /* shared file layout */
@@ -97,6 +103,7 @@ struct fk_globals {
 	uint32_t bump32;             /* next 32-bit (v1 API) device address (atomic) */
 	uint64_t next_handle;        /* VMM handles (atomic) */
 	int pid; /* getpid(), refreshed in fork children */
+	uint64_t pidns; /* inode of this process's pid namespace (0: /proc unreadable) */
 	uint32_t module_obj, function_obj, stream_obj; /* handle targets */
 	pthread_mutex_t peek_mu;
 	int npeek;
@@ -119,6 +126,7 @@ void fk_mem_give(int dev, uint64_t size);
 void fk_launch(int dev, uint64_t blocks);
 void fk_sync(int dev);
 uint64_t fk_busy_locked(struct fk_state *s, int pid, uint64_t t);
+uint64_t fk_pidns_of(const char *proc_pid_dir);
 int fk_cur_dev(void);
 
 void fk_ctx_init(struct fk_ctx *c, int dev);

@@ -129,15 +129,26 @@ void fk_ctx_after_fork(void)
 		fk.created[i].magic = 0;
 }
 
+/* The inode of a process's pid namespace (<dir>/ns/pid, dir = "/proc/self" or "/proc/<pid>"). */
+uint64_t fk_pidns_of(const char *dir)
+{
+	char p[128];
+	struct stat sb;
+	snprintf(p, sizeof(p), "%s/ns/pid", dir);
+	return stat(p, &sb) == 0 ? (uint64_t)sb.st_ino : 0;
+}
+
 static void fk_after_fork(void)
 {
 	fk.pid = getpid();
+	fk.pidns = fk_pidns_of("/proc/self");
 	fk_ctx_after_fork();
 }
 
 static void init_once(void)
 {
 	fk.pid = getpid();
+	fk.pidns = fk_pidns_of("/proc/self");
 	pthread_atfork(NULL, NULL, fk_after_fork);
 	const char *dir = getenv("FAKEGPU_DIR");
 	if (dir && *dir)
@@ -207,6 +218,8 @@ int fk_cur_dev(void)
 	return fk_cur ? fk_cur->dev : -1;
 }
 
+static struct fk_pidslot *pid_slot(struct fk_dev *d, int pid);
+
 int fk_mem_take(int dev, uint64_t size)
 {
 	struct fk_state *s = fk.dev[dev].st;
@@ -217,6 +230,7 @@ int fk_mem_take(int dev, uint64_t size)
 		s->used += size;
 		if (s->used > s->peak)
 			s->peak = s->used;
+		pid_slot(&fk.dev[dev], fk.pid)->mem += size;
 	}
 	fk_unlock(s);
 	return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
@@ -227,33 +241,44 @@ void fk_mem_give(int dev, uint64_t size)
 	struct fk_state *s = fk.dev[dev].st;
 	fk_lock(s);
 	s->used = s->used >= size ? s->used - size : 0;
+	struct fk_pidslot *p = pid_slot(&fk.dev[dev], fk.pid);
+	p->mem = p->mem >= size ? p->mem - size : 0;
 	fk_unlock(s);
 }
 
+/* A slot is free when empty, or when its process, of this process's pid namespace, is gone
+ * (what it still held goes back to the GPU, as the driver frees a dead process's memory).
+ * A slot of another namespace is never taken here: its pid means nothing in ours. */
 static struct fk_pidslot *pid_slot(struct fk_dev *d, int pid)
 {
 	struct fk_state *s = d->st;
-	if (d->slot_pid == pid && s->pids[d->slot].pid == pid)
+	if (d->slot_pid == pid && s->pids[d->slot].pid == pid && s->pids[d->slot].pidns == fk.pidns)
 		return &s->pids[d->slot];
 	int free_i = -1;
 	for (int i = 0; i < FK_PIDS; i++) {
-		if (s->pids[i].pid == pid) {
+		struct fk_pidslot *p = &s->pids[i];
+		if (p->pid == pid && p->pidns == fk.pidns) {
 			free_i = i;
 			break;
 		}
-		if (free_i < 0 && (s->pids[i].pid == 0 ||
-				   (kill(s->pids[i].pid, 0) != 0 && errno == ESRCH)))
+		if (free_i < 0 && (p->pid == 0 || (p->pidns == fk.pidns && kill(p->pid, 0) != 0 &&
+						   errno == ESRCH)))
 			free_i = i;
 	}
 	if (free_i < 0)
 		free_i = 0;
-	if (s->pids[free_i].pid != pid) {
-		s->pids[free_i].pid = pid;
-		s->pids[free_i].sched_ns = 0;
+	struct fk_pidslot *p = &s->pids[free_i];
+	if (p->pid != pid || p->pidns != fk.pidns) {
+		if (p->pid && p->pidns == fk.pidns && kill(p->pid, 0) != 0 && errno == ESRCH)
+			s->used = s->used >= p->mem ? s->used - p->mem : 0;
+		p->pid = pid;
+		p->pidns = fk.pidns;
+		p->sched_ns = 0;
+		p->mem = 0;
 	}
 	d->slot_pid = pid;
 	d->slot = free_i;
-	return &s->pids[free_i];
+	return p;
 }
 
 void fk_launch(int dev, uint64_t blocks)

@@ -3,7 +3,9 @@
  * kernel timeline over the last complete sample period [t - P, t], t = now rounded down to P
  * (FAKEGPU_SAMPLE_US), in whole percent (rounded), like a periodic hardware sampler.
  */
+#include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -222,4 +224,148 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
 	}
 	*count = n;
 	return n ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND;
+}
+
+/* ---- running processes (what a node agent sees: host pids, memory held) ---- */
+
+/* Whether a process (pid in the reader's /proc) has not exited: a zombie holds no device
+ * memory, the driver frees it when the process's files close. */
+static int running_proc(unsigned long pid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%lu/status", pid);
+	FILE *f = fopen(path, "re");
+	int live = 0;
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, "State:", 6) == 0) {
+			live = !strchr(line, 'Z') && !strchr(line, 'X');
+			break;
+		}
+	if (f)
+		fclose(f);
+	return live;
+}
+
+/* The pid, in the reader's namespace, of the process a slot books; 0 if it is gone or not
+ * visible here. A slot of the reader's own namespace is its pid; another namespace's is
+ * found as the real driver finds it from the task: the process whose pid namespace is the
+ * slot's and whose innermost pid (the last of /proc/<pid>/status NSpid) is the slot's. */
+static unsigned reader_pid(const struct fk_pidslot *p)
+{
+	if (p->pidns == fk.pidns || p->pidns == 0)
+		return running_proc((unsigned long)p->pid) ? (unsigned)p->pid : 0;
+	DIR *d = opendir("/proc");
+	if (!d)
+		return 0;
+	unsigned found = 0;
+	for (struct dirent *e; !found && (e = readdir(d)) != NULL;) {
+		char *end;
+		unsigned long host = strtoul(e->d_name, &end, 10);
+		if (*end || host == 0)
+			continue;
+		char dir[64], path[80], line[256];
+		snprintf(dir, sizeof(dir), "/proc/%lu", host);
+		if (fk_pidns_of(dir) != p->pidns)
+			continue;
+		snprintf(path, sizeof(path), "%s/status", dir);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			if (strncmp(line, "NSpid:", 6) != 0)
+				continue;
+			char *last = strrchr(line, '\t');
+			if (last && atoi(last + 1) == p->pid && running_proc(host))
+				found = (unsigned)host;
+			break;
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return found;
+}
+
+/* Whether this process sees every pid namespace (NSpid has one pid: the initial one). */
+static int reader_sees_all(void)
+{
+	FILE *f = fopen("/proc/self/status", "re");
+	char line[256];
+	int all = 0;
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, "NSpid:", 6) == 0) {
+			all = strchr(line + 6, '\t') == strrchr(line, '\t');
+			break;
+		}
+	if (f)
+		fclose(f);
+	return all;
+}
+
+/* Every live process holding device memory on h, with its pid as this process sees it and
+ * what it holds in bytes, like the real call. Too small a buffer: *count says how many and
+ * NVML_ERROR_INSUFFICIENT_SIZE. A process that is gone is left out; seen from the initial
+ * pid namespace, its slot is reaped (what it held goes back to the GPU). */
+static nvmlReturn_t running(nvmlDevice_t h, unsigned int *count, nvmlProcessInfo_t *out,
+			    size_t stride)
+{
+	DEV_OR_FAIL(i, h);
+	if (!count)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	struct fk_state *s = fk.dev[i].st;
+	struct fk_pidslot snap[FK_PIDS];
+	fk_lock(s);
+	memcpy(snap, s->pids, sizeof(snap));
+	fk_unlock(s);
+	unsigned pids[FK_PIDS], n = 0;
+	int all = reader_sees_all();
+	for (int k = 0; k < FK_PIDS; k++) {
+		pids[k] = 0;
+		if (!snap[k].pid || !snap[k].mem)
+			continue;
+		pids[k] = reader_pid(&snap[k]);
+		if (pids[k]) {
+			n++;
+			continue;
+		}
+		if (!all)
+			continue;
+		fk_lock(s); /* gone: reap it, unless the slot changed meanwhile */
+		struct fk_pidslot *p = &s->pids[k];
+		if (p->pid == snap[k].pid && p->pidns == snap[k].pidns) {
+			s->used = s->used >= p->mem ? s->used - p->mem : 0;
+			memset(p, 0, sizeof(*p));
+		}
+		fk_unlock(s);
+	}
+	if (!out || n > *count) {
+		*count = n;
+		return n == 0 ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
+	}
+	unsigned j = 0;
+	for (int k = 0; k < FK_PIDS && j < n; k++) {
+		if (!pids[k])
+			continue;
+		nvmlProcessInfo_t info = { .pid = pids[k], .usedGpuMemory = snap[k].mem,
+					   .gpuInstanceId = 0xFFFFFFFFu, .computeInstanceId = 0xFFFFFFFFu };
+		memcpy((char *)out + j * stride, &info, stride);
+		j++;
+	}
+	*count = j;
+	return NVML_SUCCESS;
+}
+
+FK_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t h, unsigned int *count,
+							       nvmlProcessInfo_t *out)
+{
+	return running(h, count, out, sizeof(nvmlProcessInfo_t));
+}
+FK_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t h, unsigned int *count,
+							       nvmlProcessInfo_t *out)
+{
+	return running(h, count, out, sizeof(nvmlProcessInfo_t));
+}
+FK_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t h, unsigned int *count,
+							    nvmlProcessInfo_v1_t *out)
+{
+	return running(h, count, (nvmlProcessInfo_t *)(void *)out, sizeof(nvmlProcessInfo_v1_t));
 }

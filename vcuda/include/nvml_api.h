@@ -68,4 +68,19 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int, nvmlDevice_t *);
 nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int, nvmlDevice_t *);
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t, char *, unsigned int);
 
+/* A process using a GPU, keyed by its pid in the caller's pid namespace (the host's, for a
+ * node agent), with the device memory it holds in bytes. v1 has only the first two fields. */
+typedef struct {
+	unsigned int pid;
+	unsigned long long usedGpuMemory;
+} nvmlProcessInfo_v1_t;
+typedef struct {
+	unsigned int pid;
+	unsigned long long usedGpuMemory;
+	unsigned int gpuInstanceId, computeInstanceId;
+} nvmlProcessInfo_t;
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t, unsigned int *, nvmlProcessInfo_v1_t *);
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t, unsigned int *, nvmlProcessInfo_t *);
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t, unsigned int *, nvmlProcessInfo_t *);
+
 #endif

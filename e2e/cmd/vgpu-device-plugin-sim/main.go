@@ -22,6 +22,7 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/compute"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/gpu"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/memguard"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simnode"
 )
@@ -80,31 +81,35 @@ func (s *simFlags) open(ctx context.Context, cfg config.Config, node string) (gp
 	if s.fakeNVML == "" {
 		return lib, maxShares, nil
 	}
-	src, err := s.computeSource(n)
+	src, mem, err := s.computeSource(n)
 	if err != nil {
 		return nil, 0, err
 	}
 	klog.FromContext(ctx).Info("Compute controller on the fake driver's NVML", "lib", s.fakeNVML, "gpuDir", s.fakeGPUDir)
-	return withCompute{DeviceLib: lib, src: src}, maxShares, nil
+	return withCompute{DeviceLib: lib, src: src, mem: mem}, maxShares, nil
 }
 
-// withCompute is a simulated device library whose GPUs' busy time comes
-// from the fake driver.
+// withCompute is a simulated device library whose GPUs' busy time and
+// running processes come from the fake driver.
 type withCompute struct {
 	gpu.DeviceLib
 	src compute.Source
+	mem memguard.Source
 }
 
 func (w withCompute) ComputeSource() compute.Source { return w.src }
 
+// MemorySource feeds the memory guard the fake driver's processes.
+func (w withCompute) MemorySource() memguard.Source { return w.mem }
+
 // computeSource loads the fake NVML over the node's GPU state files. The
 // fake reads its devices from the environment once, at init.
-func (s *simFlags) computeSource(n simconfig.Node) (compute.Source, error) {
+func (s *simFlags) computeSource(n simconfig.Node) (compute.Source, memguard.Source, error) {
 	if s.fakeGPUDir == "" {
-		return nil, errors.New("--fake-nvml needs --fake-gpu-dir")
+		return nil, nil, errors.New("--fake-nvml needs --fake-gpu-dir")
 	}
 	if err := os.MkdirAll(s.fakeGPUDir, 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	devs := make([]string, len(n.GPUs))
 	for i, g := range n.GPUs {
@@ -114,7 +119,7 @@ func (s *simFlags) computeSource(n simconfig.Node) (compute.Source, error) {
 	os.Setenv("FAKEGPU_DEVICES", strings.Join(devs, ","))
 	lib := nvml.New(nvml.WithLibraryPath(s.fakeNVML))
 	if ret := lib.Init(); ret != nvml.SUCCESS {
-		return nil, fmt.Errorf("--fake-nvml=%s: init: %v (make -C vcuda builds it)", s.fakeNVML, ret)
+		return nil, nil, fmt.Errorf("--fake-nvml=%s: init: %v (make -C vcuda builds it)", s.fakeNVML, ret)
 	}
-	return &compute.NVMLSource{Lib: lib}, nil
+	return &compute.NVMLSource{Lib: lib}, &memguard.NVMLSource{Lib: lib}, nil
 }
