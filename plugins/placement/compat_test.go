@@ -130,9 +130,9 @@ func TestVolcanoAnnotationReasons(t *testing.T) {
 			req: pt.Req().GPUs(1, 1024, 10).UUIDInclude("GPU-other").Obj(),
 			want: []string{
 				`GPU-n1-0 (A100-80GB): excluded by the UUID filter`,
-				`container "c0": needs 1 GPU, 0 match the type/UUID filters`,
+				`container "c0": needs 1 GPU, 0 match the type/UUID filters (UUID in GPU-other)`,
 			},
-			wantShort: []string{`container "c0": needs 1 GPU matching the type/UUID filters, has fewer`}},
+			wantShort: []string{`container "c0": needs 1 GPU matching the type/UUID filters (UUID in GPU-other), has fewer`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

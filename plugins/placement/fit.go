@@ -258,7 +258,7 @@ func (f *Fitter) explain(c *Container, u []usage) {
 		f.reasons = append(f.reasons, node)
 		return
 	case f.req.filtered() && matching < n:
-		node.Code, node.Have = CodeTooFewMatching, int64(matching)
+		node.Code, node.Have, node.Detail = CodeTooFewMatching, int64(matching), f.req.filterText()
 		f.reasons = append(f.reasons, node)
 		return
 	case usable < n:

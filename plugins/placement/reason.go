@@ -218,10 +218,14 @@ func (r Reason) nodeBody() string {
 		}
 		return fmt.Sprintf("needs %s, %d healthy", plural(r.Want, "GPU"), r.Have)
 	case CodeTooFewMatching:
-		if r.Have < 0 {
-			return fmt.Sprintf("needs %s matching the type/UUID filters, has fewer", plural(r.Want, "GPU"))
+		filters := "the type/UUID filters"
+		if r.Detail != "" {
+			filters += " (" + r.Detail + ")"
 		}
-		return fmt.Sprintf("needs %s, %d match the type/UUID filters", plural(r.Want, "GPU"), r.Have)
+		if r.Have < 0 {
+			return fmt.Sprintf("needs %s matching %s, has fewer", plural(r.Want, "GPU"), filters)
+		}
+		return fmt.Sprintf("needs %s, %d match %s", plural(r.Want, "GPU"), r.Have, filters)
 	case CodeTooFewFit:
 		if r.Have < 0 {
 			return fmt.Sprintf("needs %s with room, has fewer", plural(r.Want, "GPU"))

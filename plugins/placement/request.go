@@ -195,6 +195,21 @@ func (r *Request) filtered() bool {
 	return len(r.TypeInclude)+len(r.TypeExclude)+len(r.UUIDInclude)+len(r.UUIDExclude) > 0
 }
 
+// filterText names the request's type and UUID filters for a reason:
+// "type in A100,H100; UUID not in GPU-1a2b".
+func (r *Request) filterText() string {
+	var parts []string
+	for _, f := range [...]struct {
+		what string
+		list []string
+	}{{"type in ", r.TypeInclude}, {"type not in ", r.TypeExclude}, {"UUID in ", r.UUIDInclude}, {"UUID not in ", r.UUIDExclude}} {
+		if len(f.list) > 0 {
+			parts = append(parts, f.what+strings.Join(f.list, ","))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
 func (r *Request) policy() Policy {
 	if r.DevicePolicy == "" {
 		return Binpack
