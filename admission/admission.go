@@ -25,8 +25,8 @@ type Options struct {
 	// default one; "" leaves them as they are.
 	SchedulerName string
 	// GPUMemoryMiB is the smallest memory of the cluster's GPUs whose model
-	// passes the filters (case-insensitive substrings, as the scheduler
-	// matches them): what a percentage or whole-GPU ask is counted at, so the
+	// passes the filters (api.ModelMatches, as the scheduler matches them):
+	// what a percentage or whole-GPU ask is counted at, so the
 	// total fits every node that could hold the pod. ok is false when no GPU
 	// matches (no inventory published yet).
 	GPUMemoryMiB func(include, exclude []string) (mib int64, ok bool)

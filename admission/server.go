@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -95,7 +94,6 @@ func SmallestGPU(list func() ([]*corev1.Node, error)) func(include, exclude []st
 		if err != nil {
 			return 0, false
 		}
-		include, exclude = lower(include), lower(exclude)
 		var best int64
 		for _, n := range nodes {
 			value, ok := n.Annotations[api.InventoryKey]
@@ -103,7 +101,7 @@ func SmallestGPU(list func() ([]*corev1.Node, error)) func(include, exclude []st
 				continue
 			}
 			for _, g := range c.gpus(n.Name, value) {
-				if matchesLower(g.model, include, exclude) && (best == 0 || g.memoryMiB < best) {
+				if matches(g.model, include, exclude) && (best == 0 || g.memoryMiB < best) {
 					best = g.memoryMiB
 				}
 			}
@@ -123,7 +121,7 @@ type decoded struct {
 	gpus  []gpuSize // nil when the value does not decode
 }
 
-// gpuSize is what the lookup needs of a GPU: its model, lower-cased, and memory.
+// gpuSize is what the lookup needs of a GPU: its model and memory.
 type gpuSize struct {
 	model     string
 	memoryMiB int64
@@ -138,30 +136,23 @@ func (c *inventoryCache) gpus(node, value string) []gpuSize {
 	d := decoded{value: value}
 	if inv, err := api.DecodeInventory(value); err == nil {
 		for _, g := range inv.GPUs {
-			d.gpus = append(d.gpus, gpuSize{model: strings.ToLower(g.Model), memoryMiB: g.MemoryMiB})
+			d.gpus = append(d.gpus, gpuSize{model: g.Model, memoryMiB: g.MemoryMiB})
 		}
 	}
 	c.byNode[node] = d
 	return d.gpus
 }
 
-func lower(s []string) []string {
-	out := make([]string, len(s))
-	for i, x := range s {
-		out[i] = strings.ToLower(x)
-	}
-	return out
-}
-
-// matchesLower: the lower-cased model contains one lower-cased include
-// (when any) and no exclude (the scheduler's rule, case-insensitively).
-func matchesLower(model string, include, exclude []string) bool {
+// matches: the model matches one include (when any) and no exclude, as the
+// scheduler matches them (api.ModelMatches: case-insensitive substrings of
+// the model or of deviceshare's "NVIDIA-" + model).
+func matches(model string, include, exclude []string) bool {
 	ok := len(include) == 0
 	for _, s := range include {
-		ok = ok || strings.Contains(model, s)
+		ok = ok || api.ModelMatches(model, s)
 	}
 	for _, s := range exclude {
-		ok = ok && !strings.Contains(model, s)
+		ok = ok && !api.ModelMatches(model, s)
 	}
 	return ok
 }

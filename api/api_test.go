@@ -161,6 +161,44 @@ func TestParsePodOptions(t *testing.T) {
 		{name: "deviceshare include contradicting ours", ann: map[string]string{DeviceShareTypeIncludeKey: "H100", GPUTypeIncludeKey: "A100"},
 			wantErr: DeviceShareTypeIncludeKey + `: expected the same models as ` + GPUTypeIncludeKey + ` ("A100"), or only one of the two annotations, got "H100"`},
 		{name: "typo key", ann: map[string]string{Prefix + "topolgy": "none"}, wantErr: Prefix + "topolgy: expected one of the known annotations"},
+
+		// Volcano deviceshare's keys, one by one.
+		{name: "vgpu-mode hami-core is time-sliced", ann: map[string]string{VolcanoModeKey: "hami-core"}, want: PodOptions{Mode: ModeTimeSliced}},
+		{name: "vgpu-mode mig", ann: map[string]string{VolcanoModeKey: "mig"}, want: PodOptions{Mode: ModeMIG}},
+		{name: "vgpu-mode mps, any case", ann: map[string]string{VolcanoModeKey: " MPS "}, want: PodOptions{Mode: ModeMPS}},
+		{name: "vgpu-mode unknown", ann: map[string]string{VolcanoModeKey: "vcuda"},
+			wantErr: VolcanoModeKey + `: expected one of hami-core, mps, mig (hami-core = time-sliced sharing), or no annotation for any mode, got "vcuda"`},
+		{name: "vgpu-mode our own spelling is not Volcano's", ann: map[string]string{VolcanoModeKey: "time-sliced"},
+			wantErr: VolcanoModeKey + `: expected one of hami-core, mps, mig`},
+		{name: "vgpu-use-gpuuuid", ann: map[string]string{VolcanoUUIDIncludeKey: "GPU-a, GPU-b"}, want: PodOptions{UUIDInclude: []string{"GPU-a", "GPU-b"}}},
+		{name: "vgpu-use-gpuuuid skips empty items as deviceshare does", ann: map[string]string{VolcanoUUIDIncludeKey: "GPU-a,,GPU-b,"},
+			want: PodOptions{UUIDInclude: []string{"GPU-a", "GPU-b"}}},
+		{name: "vgpu-use-gpuuuid naming no GPU", ann: map[string]string{VolcanoUUIDIncludeKey: " , "},
+			wantErr: VolcanoUUIDIncludeKey + ": expected a comma-separated list of GPU UUIDs (remove the annotation to allow any GPU)"},
+		{name: "vgpu-use-gpuuuid not a UUID", ann: map[string]string{VolcanoUUIDIncludeKey: "GPU-a,GPU b"},
+			wantErr: VolcanoUUIDIncludeKey + `: field item 1: expected a GPU UUID, got "GPU b"`},
+		{name: "vgpu-nouse-gpuuuid beside use: both apply", ann: map[string]string{VolcanoUUIDIncludeKey: "GPU-a,GPU-b", VolcanoUUIDExcludeKey: "GPU-b"},
+			want: PodOptions{UUIDInclude: []string{"GPU-a", "GPU-b"}, UUIDExclude: []string{"GPU-b"}}},
+		{name: "vgpu-use-gpuuuid contradicting ours", ann: map[string]string{VolcanoUUIDIncludeKey: "GPU-a", GPUUUIDIncludeKey: "GPU-b"},
+			wantErr: VolcanoUUIDIncludeKey + `: expected the same GPUs as ` + GPUUUIDIncludeKey + ` ("GPU-b"), or only one of the two annotations, got "GPU-a"`},
+		{name: "vgpu-nouse-gpuuuid agreeing with ours", ann: map[string]string{VolcanoUUIDExcludeKey: "GPU-a", GPUUUIDExcludeKey: "GPU-a"},
+			want: PodOptions{UUIDExclude: []string{"GPU-a"}}},
+		{name: "vgpu-podgroup-policy spread", ann: map[string]string{VolcanoPodGroupPolicyKey: "spread"}, want: PodOptions{SpreadGroup: true}},
+		{name: "vgpu-podgroup-policy binpack is not Volcano's", ann: map[string]string{VolcanoPodGroupPolicyKey: "binpack"},
+			wantErr: VolcanoPodGroupPolicyKey + `: expected spread (no two pods of one PodGroup on one GPU), the only value Volcano defines, got "binpack"`},
+		{name: "deviceshare type in NVIDIA- form", ann: map[string]string{DeviceShareTypeIncludeKey: "NVIDIA-NVIDIA A100"},
+			want: PodOptions{TypeInclude: []string{"NVIDIA-NVIDIA A100"}}},
+		{name: "deviceshare's own outputs ignored (a pod migrated from it)", ann: map[string]string{
+			"volcano.sh/vgpu-ids-new": "GPU-a,NVIDIA,1024,10:", "volcano.sh/vgpu-node": "n1", "volcano.sh/vgpu-time": "1700000000",
+			"volcano.sh/devices-to-allocate": "GPU-a,NVIDIA,1024,10:", "volcano.sh/bind-time": "1700000000", "volcano.sh/bind-phase": "allocating"}},
+		{name: "other Volcano annotations are not ours to judge", ann: map[string]string{"volcano.sh/job-name": "j", "volcano.sh/queue-name": "q",
+			"scheduling.k8s.io/group-name": "pg"}},
+		{name: "unknown volcano.sh/vgpu- key", ann: map[string]string{"volcano.sh/vgpu-use-gputype": "A100"},
+			wantErr: `volcano.sh/vgpu-use-gputype: expected one of the Volcano vGPU annotations this scheduler honours, volcano.sh/vgpu-mode, ` +
+				`volcano.sh/vgpu-use-gpuuuid, volcano.sh/vgpu-nouse-gpuuuid, volcano.sh/vgpu-podgroup-policy, nvidia.com/use-gputype, ` +
+				`nvidia.com/nouse-gputype (remove it: an unknown key would do nothing), got an unknown key`},
+		{name: "a resource name set as an annotation", ann: map[string]string{DefaultResourceMemory: "4096"},
+			wantErr: DefaultResourceMemory + ": expected no annotation of that name: it is a resource, asked under the container's resources.limits"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -194,5 +232,55 @@ func TestResourceNamesValidate(t *testing.T) {
 	r.Number = "vgpu"
 	if err := r.Validate(); err == nil || !strings.Contains(err.Error(), "domain-prefixed") {
 		t.Errorf("unprefixed name: err = %v", err)
+	}
+}
+
+func TestModelMatches(t *testing.T) {
+	const a100 = "NVIDIA A100-SXM4-80GB"
+	tests := []struct {
+		name, model, filter string
+		want                bool
+	}{
+		{"bare model substring", a100, "A100", true},
+		{"NVML name", a100, "nvidia a100", true},
+		{"deviceshare type (NVIDIA- + model)", a100, "NVIDIA-NVIDIA A100", true},
+		{"deviceshare type, any case", a100, "nvidia-nvidia a100-sxm4", true},
+		{"deviceshare type of another model", a100, "NVIDIA-NVIDIA H100", false},
+		{"another model", a100, "H100", false},
+		{"the prefix alone matches every GPU, as in deviceshare", "Tesla T4", "NVIDIA-", true},
+		{"longer than the type", "T4", "NVIDIA-T4-16GB", false},
+		{"empty filter", a100, "", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ModelMatches(tc.model, tc.filter); got != tc.want {
+				t.Errorf("ModelMatches(%q, %q) = %t, want %t", tc.model, tc.filter, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestGPUModeNames(t *testing.T) {
+	tests := []struct {
+		mode             GPUMode
+		volcano, display string
+	}{
+		{ModeTimeSliced, "hami-core", "time-sliced (hami-core)"},
+		{ModeMPS, "mps", "mps"},
+		{ModeMIG, "mig", "mig"},
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			if got := tc.mode.Volcano(); got != tc.volcano {
+				t.Errorf("Volcano() = %q, want %q", got, tc.volcano)
+			}
+			if got := tc.mode.String(); got != tc.display {
+				t.Errorf("String() = %q, want %q", got, tc.display)
+			}
+			back, err := ParseVolcanoMode(VolcanoModeKey, tc.volcano)
+			if err != nil || back != tc.mode {
+				t.Errorf("ParseVolcanoMode(%q) = %q, %v; want %q", tc.volcano, back, err, tc.mode)
+			}
+		})
 	}
 }

@@ -19,8 +19,6 @@ const (
 	HAMiHandshakeKey = "volcano.sh/node-vgpu-handshake"
 	// HAMiTimeLayout is the handshake's time format (local time, no zone).
 	HAMiTimeLayout = "2006.01.02 15:04:05"
-	// HAMiModeCore is the sharing mode deviceshare expects for non-MIG GPUs.
-	HAMiModeCore = "hami-core"
 )
 
 // Handshake states.
@@ -44,7 +42,7 @@ type HAMiDevice struct {
 func HAMiDevices(inv Inventory) []HAMiDevice {
 	out := make([]HAMiDevice, 0, len(inv.GPUs))
 	for _, g := range inv.GPUs {
-		out = append(out, HAMiDevice{UUID: g.UUID, Count: g.MaxShares, MemoryMiB: g.MemoryMiB, Type: "NVIDIA-" + g.Model, Healthy: g.Healthy, Mode: HAMiModeCore})
+		out = append(out, HAMiDevice{UUID: g.UUID, Count: g.MaxShares, MemoryMiB: g.MemoryMiB, Type: DeviceShareTypePrefix + g.Model, Healthy: g.Healthy, Mode: ModeTimeSliced.Volcano()})
 	}
 	return out
 }

@@ -14,7 +14,10 @@
 // per GPU (100 = exclusive: the GPU must be idle and then admits nobody else;
 // 0 cores with no memory becomes Defaults.Cores in Normalize; a 0-core ask
 // never joins a GPU whose cores are fully booked, as Volcano). Filters:
-// model substrings and UUIDs, include and exclude.
+// model substrings (of the model or of deviceshare's "NVIDIA-" + model) and
+// UUIDs, include and exclude; the GPU sharing mode (Request.Mode against
+// GPU.Mode, "" on a GPU = time-sliced); and SpreadGroup, which keeps the task
+// off GPUs its GangView shows holding a task of the same job.
 //
 // # Containers of one pod
 //

@@ -150,6 +150,8 @@ func (f *Fitter) check(pos int, c *Container, u *usage) Code {
 		return code
 	}
 	switch {
+	case f.req.SpreadGroup && f.sib[pos] > 0:
+		return CodeGroupShared
 	case u.excl > 0:
 		return CodeExclusiveHeld
 	case u.shares >= g.ShareLimit():
@@ -201,10 +203,13 @@ func (f *Fitter) place(ci int, u []usage, init bool) bool {
 // explain records why container c does not fit: a reason per GPU, then the
 // node-level summaries.
 func (f *Fitter) explain(c *Container, u []usage) {
-	var matching, usable, fitting, nExcl, nShared, nFull int
+	var inMode, matching, usable, fitting, nExcl, nShared, nFull, nGroup int
 	memBest, coreBest := -1, -1
 	for pos := range f.node.GPUs {
 		g := &f.node.GPUs[pos]
+		if g.mode() == f.req.Mode {
+			inMode++
+		}
 		if f.req.admits(g) == CodeOK {
 			matching++
 			if g.Healthy {
@@ -218,6 +223,10 @@ func (f *Fitter) explain(c *Container, u []usage) {
 		}
 		r := Reason{Code: code, Container: c.Name, GPU: g.UUID, Model: g.Model}
 		switch code {
+		case CodeModeMismatch:
+			r.Mode = g.mode()
+		case CodeGroupShared:
+			nGroup++
 		case CodeExclusiveHeld:
 			nExcl++
 		case CodeSharesFull:
@@ -244,8 +253,12 @@ func (f *Fitter) explain(c *Container, u []usage) {
 	// Too few GPUs pass the filters, healthy or not; else too few of those
 	// are healthy ("needs 2 GPUs, 2 match the filters but 1 is healthy").
 	switch {
+	case f.req.Mode != "" && inMode < n:
+		node.Code, node.Have, node.Mode = CodeTooFewInMode, int64(inMode), f.req.Mode
+		f.reasons = append(f.reasons, node)
+		return
 	case f.req.filtered() && matching < n:
-		node.Code, node.Have = CodeTooFewMatching, int64(matching)
+		node.Code, node.Have, node.Detail = CodeTooFewMatching, int64(matching), f.req.filterText()
 		f.reasons = append(f.reasons, node)
 		return
 	case usable < n:
@@ -273,7 +286,7 @@ func (f *Fitter) explain(c *Container, u []usage) {
 	for _, k := range [...]struct {
 		code Code
 		n    int
-	}{{CodeShared, nShared}, {CodeExclusiveHeld, nExcl}, {CodeSharesFull, nFull}} {
+	}{{CodeGroupShared, nGroup}, {CodeShared, nShared}, {CodeExclusiveHeld, nExcl}, {CodeSharesFull, nFull}} {
 		if k.n > 0 {
 			f.reasons = append(f.reasons, Reason{Code: k.code, Container: c.Name, Have: int64(k.n), Count: n})
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/volcano-vgpu/volcano-vgpu/api"
 	"github.com/volcano-vgpu/volcano-vgpu/plugins/placement"
 )
 
@@ -42,6 +43,7 @@ func fuzzNode(in *bytesIn) *placement.Node {
 				}
 			}
 		}
+		g.Mode = []placement.GPUMode{"", "", api.ModeTimeSliced, api.ModeMIG}[in.next()%4]
 		node.GPUs = append(node.GPUs, g)
 		for j := 0; j < i; j++ {
 			node.Links.Set(i, j, placement.Link{NVLinks: []int{0, 0, 1, 4, 12}[in.next()%5], PCIe: placement.PCIeLevel(in.next() % 8)})
@@ -66,8 +68,14 @@ func fuzzRequest(in *bytesIn, gpus int) *placement.Request {
 		}
 		req.Containers = append(req.Containers, c)
 	}
-	filters := []string{"a100", "T4", "h100", "GPU-0", "GPU-3"}
-	switch in.next() % 6 {
+	filters := []string{"a100", "NVIDIA-tesla", "h100", "GPU-0", "GPU-3"}
+	switch in.next() % 9 {
+	case 6:
+		req.Mode = []placement.GPUMode{api.ModeTimeSliced, api.ModeMIG, api.ModeMPS}[in.next()%3]
+	case 7:
+		req.SpreadGroup = true
+	case 8:
+		req.Mode, req.SpreadGroup = api.ModeTimeSliced, true
 	case 1:
 		req.TypeInclude = []string{filters[in.next()%3]}
 	case 2:
@@ -89,9 +97,14 @@ func admitted(req *placement.Request, g *placement.GPU) bool {
 		}
 		return false
 	}
-	model := func(s string) bool { return strings.Contains(strings.ToUpper(g.Model), strings.ToUpper(s)) }
+	model := func(s string) bool { return strings.Contains(strings.ToUpper("NVIDIA-"+g.Model), strings.ToUpper(s)) }
 	uuid := func(s string) bool { return s == g.UUID }
-	return (len(req.TypeInclude) == 0 || has(req.TypeInclude, model)) && !has(req.TypeExclude, model) &&
+	mode := g.Mode
+	if mode == "" {
+		mode = api.ModeTimeSliced
+	}
+	return (req.Mode == "" || req.Mode == mode) &&
+		(len(req.TypeInclude) == 0 || has(req.TypeInclude, model)) && !has(req.TypeExclude, model) &&
 		(len(req.UUIDInclude) == 0 || has(req.UUIDInclude, uuid)) && !has(req.UUIDExclude, uuid)
 }
 
@@ -144,6 +157,9 @@ func FuzzFit(f *testing.F) {
 				g := &node.GPUs[d.Pos]
 				if seen[d.Pos] || g.UUID != d.UUID || !g.Healthy || !admitted(req, g) || d.Cores != c.Cores {
 					t.Fatalf("container %s: bad device %+v (dup %v, GPU %+v)", c.Name, d, seen[d.Pos], g)
+				}
+				if req.SpreadGroup && gang != nil && d.UUID == "GPU-1" {
+					t.Fatalf("container %s: spread group placed on its sibling's GPU-1", c.Name)
 				}
 				seen[d.Pos] = true
 			}

@@ -3,6 +3,8 @@ package placement
 import (
 	"fmt"
 	"slices"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
 )
 
 // MaxGPUs is the largest number of GPUs on one node this package places on.
@@ -130,12 +132,22 @@ type GPU struct {
 	Healthy   bool
 	NUMA      int
 	MaxShares int // most tenants at once; <= 0 means 1 (no sharing)
+	// Mode is how the GPU is shared; "" is time-sliced, the mode of every
+	// GPU the device plugin publishes today.
+	Mode GPUMode
 
 	// Usage. One tenant is one container holding the GPU (see Apply).
 	UsedMemoryMiB int64
 	UsedCores     int // percent of the GPU's compute, summed over tenants
 	Shares        int // tenants
 	Exclusive     int // tenants holding it with 100 cores; > 0 admits nobody else
+}
+
+func (g *GPU) mode() GPUMode {
+	if g.Mode == "" {
+		return api.ModeTimeSliced
+	}
+	return g.Mode
 }
 
 // FreeMemoryMiB is capacity minus used memory (negative when overcommitted).

@@ -3,6 +3,8 @@ package placement
 import (
 	"errors"
 	"fmt"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
 )
 
 // Sentinel errors. Every Reason unwraps to one of the first group, so callers
@@ -20,6 +22,9 @@ var (
 	ErrTopology        = errors.New("required GPU topology unavailable")
 	ErrUnknownPolicy   = errors.New("unknown policy")
 	ErrUnknownTopology = errors.New("unknown topology mode")
+	ErrUnknownMode     = errors.New("unknown GPU sharing mode")
+	ErrMode            = errors.New("GPU in another sharing mode")
+	ErrGroupShared     = errors.New("GPU holds a task of the same PodGroup")
 
 	// Bookkeeping errors (Apply, Release).
 	ErrWrongNode  = errors.New("placement is for another node")
@@ -52,6 +57,14 @@ const (
 	CodeShared        // exclusive ask, GPU has Have tenants (node level: Have = such GPUs)
 	CodeMemory        // Want, Have: MiB asked / free (node level: Have = largest free, on GPU)
 	CodeCores         // Want, Have: percent asked / free (node level: most free, on GPU)
+
+	// GPU level: the GPU is in another sharing mode than Request.Mode.
+	CodeModeMismatch
+	// Node level: Want: GPUs asked in Request.Mode, Have: GPUs in that mode.
+	CodeTooFewInMode
+	// The GPU holds a task of the same job and Request.SpreadGroup is set
+	// (node level: Have = such GPUs).
+	CodeGroupShared
 )
 
 var codeErrs = [...]error{
@@ -72,6 +85,9 @@ var codeErrs = [...]error{
 	CodeShared:         ErrExclusive,
 	CodeMemory:         ErrMemory,
 	CodeCores:          ErrCores,
+	CodeModeMismatch:   ErrMode,
+	CodeTooFewInMode:   ErrMode,
+	CodeGroupShared:    ErrGroupShared,
 }
 
 // Reason is one typed, human-readable cause of a failed Fit. Fit returns the
@@ -85,11 +101,12 @@ type Reason struct {
 	Model     string
 	Want      int64 // unit depends on Code (see the Code constants)
 	Have      int64
-	Count     int    // GPUs the container asks for (node-level reasons)
-	Percent   int    // memory asked as a percentage of each GPU, when it was
-	Best      string // node level: UUID of the GPU holding Have (most free memory/cores)
-	Match     int64  // CodeTooFewHealthy with filters: GPUs passing them, healthy or not
-	Detail    string // CodeInvalidRequest only
+	Count     int     // GPUs the container asks for (node-level reasons)
+	Percent   int     // memory asked as a percentage of each GPU, when it was
+	Best      string  // node level: UUID of the GPU holding Have (most free memory/cores)
+	Match     int64   // CodeTooFewHealthy with filters: GPUs passing them, healthy or not
+	Detail    string  // CodeInvalidRequest only
+	Mode      GPUMode // CodeModeMismatch: the GPU's; CodeTooFewInMode: the one asked
 }
 
 // NodeLevel reports whether r summarises a node rather than explaining one GPU.
@@ -143,6 +160,10 @@ func (r Reason) gpuText() string {
 		return "model excluded by the type filter"
 	case CodeUUIDFiltered:
 		return "excluded by the UUID filter"
+	case CodeModeMismatch:
+		return fmt.Sprintf("in %s mode, not the one %s asks", r.Mode, api.VolcanoModeKey)
+	case CodeGroupShared:
+		return fmt.Sprintf("holds another pod of its PodGroup (%s: %s)", api.VolcanoPodGroupPolicyKey, api.VolcanoPodGroupSpread)
 	case CodeExclusiveHeld:
 		return "held exclusively by another task"
 	case CodeSharesFull:
@@ -197,10 +218,14 @@ func (r Reason) nodeBody() string {
 		}
 		return fmt.Sprintf("needs %s, %d healthy", plural(r.Want, "GPU"), r.Have)
 	case CodeTooFewMatching:
-		if r.Have < 0 {
-			return fmt.Sprintf("needs %s matching the type/UUID filters, has fewer", plural(r.Want, "GPU"))
+		filters := "the type/UUID filters"
+		if r.Detail != "" {
+			filters += " (" + r.Detail + ")"
 		}
-		return fmt.Sprintf("needs %s, %d match the type/UUID filters", plural(r.Want, "GPU"), r.Have)
+		if r.Have < 0 {
+			return fmt.Sprintf("needs %s matching %s, has fewer", plural(r.Want, "GPU"), filters)
+		}
+		return fmt.Sprintf("needs %s, %d match %s", plural(r.Want, "GPU"), r.Have, filters)
 	case CodeTooFewFit:
 		if r.Have < 0 {
 			return fmt.Sprintf("needs %s with room, has fewer", plural(r.Want, "GPU"))
@@ -228,7 +253,18 @@ func (r Reason) nodeBody() string {
 			return fmt.Sprintf("%s with %d%% cores free", gpus, r.Want)
 		}
 		return fmt.Sprintf("%s with %d%% cores free (most free %d%% on %s)", gpus, r.Want, r.Have, r.Best)
-	case CodeUnhealthy, CodeTypeFiltered, CodeUUIDFiltered:
+	case CodeTooFewInMode:
+		spelled := fmt.Sprintf("%s: %s", api.VolcanoModeKey, r.Mode.Volcano())
+		switch {
+		case r.Have == 0 || r.Have < 0 && r.Count <= 1:
+			return fmt.Sprintf("%s: no GPU in %s mode on this node", spelled, r.Mode)
+		case r.Have < 0:
+			return fmt.Sprintf("%s: fewer than %d GPUs in %s mode on this node", spelled, r.Count, r.Mode)
+		}
+		return fmt.Sprintf("%s: needs %s in %s mode, %d on this node", spelled, plural(r.Want, "GPU"), r.Mode, r.Have)
+	case CodeGroupShared:
+		return fmt.Sprintf("%s free of other pods of its PodGroup (%s: %s)", gpus, api.VolcanoPodGroupPolicyKey, api.VolcanoPodGroupSpread) + countText(r.Have)
+	case CodeUnhealthy, CodeTypeFiltered, CodeUUIDFiltered, CodeModeMismatch:
 		return r.gpuText()
 	}
 	return fmt.Sprintf("reason code %d", r.Code)

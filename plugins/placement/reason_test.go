@@ -78,7 +78,7 @@ func TestReasons(t *testing.T) {
 			want: []string{
 				"GPU-a (Tesla T4): model excluded by the type filter",
 				"GPU-b (A100-80GB): excluded by the UUID filter",
-				"container \"c0\": needs 1 GPU, 0 match the type/UUID filters",
+				"container \"c0\": needs 1 GPU, 0 match the type/UUID filters (type not in t4; UUID not in GPU-b)",
 			}},
 		{name: "matching GPUs unhealthy", // 2 A100s match, 1 healthy; the T4s are healthy but filtered out
 			node: pt.Node("n1").GPU("GPU-a", "A100-80GB", mib).GPU("GPU-b", "A100-80GB", mib).GPU("GPU-c", "Tesla T4", 15360).GPU("GPU-d", "Tesla T4", 15360).Unhealthy(1).Obj(),

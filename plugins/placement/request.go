@@ -99,14 +99,25 @@ func (c *Container) beside() bool { return !c.Init || c.Restartable }
 // Request is one pod's GPU ask. Fit never modifies it.
 type Request struct {
 	Containers []Container
-	// Model filters: case-insensitive substrings of GPU.Model. A GPU must match
-	// one include (when any) and no exclude.
+	// Model filters: case-insensitive substrings of GPU.Model, or of
+	// deviceshare's type "NVIDIA-" + GPU.Model (api.ModelMatches). A GPU must
+	// match one include (when any) and no exclude.
 	TypeInclude, TypeExclude []string
 	// UUID filters: exact UUIDs, same rules.
 	UUIDInclude, UUIDExclude []string
 	Topology                 TopologyMode // "" = prefer
 	DevicePolicy             Policy       // "" = binpack
+	// Mode: every GPU of the pod must be shared this way (Volcano's
+	// vgpu-mode); "" = any mode.
+	Mode GPUMode
+	// SpreadGroup: no GPU that holds an already-placed task of the same job
+	// (Volcano's vgpu-podgroup-policy: spread). Fit sees those tasks in its
+	// GangView: without one it has nothing to keep apart.
+	SpreadGroup bool
 }
+
+// GPUMode is how a GPU is shared between tenants; it is api.GPUMode.
+type GPUMode = api.GPUMode
 
 // Defaults fill what a pod leaves out; they come from plugin arguments.
 type Defaults struct {
@@ -171,12 +182,32 @@ func (r *Request) validate() error {
 	if r.Topology != "" && !topologyModes[r.Topology] {
 		return fmt.Errorf("%w: %w %q", ErrInvalidRequest, ErrUnknownTopology, r.Topology)
 	}
+	switch r.Mode {
+	case "", api.ModeTimeSliced, api.ModeMPS, api.ModeMIG:
+	default:
+		return fmt.Errorf("%w: %w %q", ErrInvalidRequest, ErrUnknownMode, r.Mode)
+	}
 	return nil
 }
 
 // filtered: the request narrows the GPUs by model or UUID.
 func (r *Request) filtered() bool {
 	return len(r.TypeInclude)+len(r.TypeExclude)+len(r.UUIDInclude)+len(r.UUIDExclude) > 0
+}
+
+// filterText names the request's type and UUID filters for a reason:
+// "type in A100,H100; UUID not in GPU-1a2b".
+func (r *Request) filterText() string {
+	var parts []string
+	for _, f := range [...]struct {
+		what string
+		list []string
+	}{{"type in ", r.TypeInclude}, {"type not in ", r.TypeExclude}, {"UUID in ", r.UUIDInclude}, {"UUID not in ", r.UUIDExclude}} {
+		if len(f.list) > 0 {
+			parts = append(parts, f.what+strings.Join(f.list, ","))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 func (r *Request) policy() Policy {
@@ -193,12 +224,15 @@ func (r *Request) topology() TopologyMode {
 	return r.Topology
 }
 
-// admits applies the model and UUID filters to a GPU.
+// admits applies the mode, model and UUID filters to a GPU.
 func (r *Request) admits(g *GPU) Code {
-	if len(r.TypeInclude) > 0 && !anyContainsFold(g.Model, r.TypeInclude) {
+	if r.Mode != "" && g.mode() != r.Mode {
+		return CodeModeMismatch
+	}
+	if len(r.TypeInclude) > 0 && !anyModel(g.Model, r.TypeInclude) {
 		return CodeTypeFiltered
 	}
-	if anyContainsFold(g.Model, r.TypeExclude) {
+	if anyModel(g.Model, r.TypeExclude) {
 		return CodeTypeFiltered
 	}
 	if len(r.UUIDInclude) > 0 && !anyEqual(g.UUID, r.UUIDInclude) {
@@ -219,19 +253,11 @@ func anyEqual(s string, list []string) bool {
 	return false
 }
 
-func anyContainsFold(s string, subs []string) bool {
-	for _, sub := range subs {
-		if containsFold(s, sub) {
-			return true
-		}
-	}
-	return false
-}
-
-// containsFold is an ASCII case-insensitive strings.Contains that does not allocate.
-func containsFold(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if strings.EqualFold(s[i:i+len(sub)], sub) {
+// anyModel: one of the type filters matches the model (api.ModelMatches:
+// the bare model or deviceshare's "NVIDIA-" + model, case-insensitively).
+func anyModel(model string, filters []string) bool {
+	for _, f := range filters {
+		if api.ModelMatches(model, f) {
 			return true
 		}
 	}

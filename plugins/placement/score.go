@@ -339,11 +339,11 @@ func slots(req *Request, node *Node) (int, bool) {
 			continue
 		}
 		n := g.ShareLimit() - g.Shares
-		if c.exclusive() {
+		if c.exclusive() || req.SpreadGroup { // the tasks of a spread group keep apart too
 			n = min(n, 1)
-			if g.Shares > 0 {
-				n = 0
-			}
+		}
+		if c.exclusive() && g.Shares > 0 {
+			n = 0
 		}
 		if mem := c.memoryOn(g.MemoryMiB); mem > 0 {
 			n = min(n, int(max(g.FreeMemoryMiB(), 0)/mem))

@@ -112,7 +112,7 @@ func TestDiscardForgetsThePlacement(t *testing.T) {
 		t.Errorf("reallocated to %s %v, want n2 [GPU-n2-0]", got.Node, got.UUIDs())
 	}
 	for _, g := range p.nodes["n1"].GPUs {
-		if g != (placement.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryMiB: g.MemoryMiB, Healthy: true, NUMA: g.NUMA, MaxShares: g.MaxShares}) {
+		if g != (placement.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryMiB: g.MemoryMiB, Healthy: true, NUMA: g.NUMA, MaxShares: g.MaxShares, Mode: g.Mode}) {
 			t.Errorf("n1 still carries usage: %+v", g)
 		}
 	}

@@ -60,7 +60,13 @@ func (p *plugin) predicate(task *schedapi.TaskInfo, node *schedapi.NodeInfo) err
 		}
 		return unschedulable(task, node, schedapi.UnschedulableAndUnresolvable, "node has no vGPU inventory (no vgpu-device-plugin)")
 	}
-	if e := p.fit(r, task.Job, n, nil); len(e.reasons) > 0 {
+	// The gang steers only the choice of GPUs, which the predicate does not
+	// need, except for a task that must keep off its siblings' GPUs.
+	var gang *placement.GangView
+	if r.req.SpreadGroup {
+		gang = p.gangView(task)
+	}
+	if e := p.fit(r, task.Job, n, gang); len(e.reasons) > 0 {
 		return p.refuse(task, node, e.reasons)
 	}
 	return nil

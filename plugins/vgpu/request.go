@@ -44,6 +44,7 @@ func parseRequest(pod *corev1.Pod, a *Args) (*placement.Request, api.PodOptions,
 	req.TypeInclude, req.TypeExclude = opts.TypeInclude, opts.TypeExclude
 	req.UUIDInclude, req.UUIDExclude = opts.UUIDInclude, opts.UUIDExclude
 	req.Topology, req.DevicePolicy = opts.Topology, opts.DevicePolicy
+	req.Mode, req.SpreadGroup = opts.Mode, opts.SpreadGroup
 	if err := req.Normalize(placement.Defaults{Cores: a.DefaultCores, DevicePolicy: a.DevicePolicy, Topology: a.Topology}); err != nil {
 		return nil, api.PodOptions{}, err
 	}

@@ -126,6 +126,19 @@ func (b *NodeBuilder) Unhealthy(positions ...int) *NodeBuilder {
 	return b
 }
 
+// Mode sets the sharing mode of GPUs (all of them when no position is given).
+func (b *NodeBuilder) Mode(m placement.GPUMode, positions ...int) *NodeBuilder {
+	if len(positions) == 0 {
+		for i := range b.node.GPUs {
+			positions = append(positions, i)
+		}
+	}
+	for _, i := range positions {
+		b.node.GPUs[i].Mode = m
+	}
+	return b
+}
+
 // Stale marks the node's inventory stale.
 func (b *NodeBuilder) Stale() *NodeBuilder {
 	b.node.Stale = true
@@ -240,6 +253,18 @@ func (b *RequestBuilder) UUIDInclude(s ...string) *RequestBuilder {
 // UUIDExclude sets the UUID exclude filter.
 func (b *RequestBuilder) UUIDExclude(s ...string) *RequestBuilder {
 	b.req.UUIDExclude = s
+	return b
+}
+
+// Mode sets the sharing mode every GPU of the request must be in.
+func (b *RequestBuilder) Mode(m placement.GPUMode) *RequestBuilder {
+	b.req.Mode = m
+	return b
+}
+
+// SpreadGroup keeps the request off GPUs holding tasks of its job.
+func (b *RequestBuilder) SpreadGroup() *RequestBuilder {
+	b.req.SpreadGroup = true
 	return b
 }
 
