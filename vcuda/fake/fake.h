@@ -42,7 +42,9 @@
 
 #define FK_EXPORT __attribute__((visibility("default")))
 #define FK_MAX_DEV 16
-#define FK_RING 16384
+/* kernels the timeline remembers: a second of 4 us kernels from every process, so that a
+ * per-process sample over a second is computed from what ran, not cut at the ring's start */
+#define FK_RING (1 << 18)
 #define FK_PIDS 64
 #define FK_MAGIC 0x55504746u /* "FGPU" */
 #define FK_MAX_CTX 64 /* contexts a process may create at once */
@@ -53,6 +55,8 @@ struct fk_kern {
 	int32_t pid;
 	uint32_t pad;
 };
+
+_Static_assert(sizeof(struct fk_kern) == 24, "fk_kern is part of the state file layout");
 
 struct fk_pidslot {
 	int32_t pid;
@@ -70,6 +74,7 @@ struct fk_state { /* shared file layout */
 	struct fk_pidslot pids[FK_PIDS];
 	struct fk_kern ring[FK_RING];
 };
+_Static_assert(sizeof(struct fk_pidslot) == 16, "fk_pidslot is part of the state file layout");
 
 struct fk_dev {
 	char uuid[64];

@@ -185,7 +185,8 @@ static int proc_noise(int pid, uint64_t end)
 /* Per-process samples as a real driver gives them: one per process that ran on the device
  * in the period, for each complete period of FAKEGPU_PROC_SAMPLE_US (about a second) that ended
  * after last_seen_us (at most 16 back), off by up to FAKEGPU_PROC_NOISE points, keyed by
- * pid + FAKEGPU_NVML_PID_OFFSET (the host's view of a container's pids). */
+ * pid + FAKEGPU_NVML_PID_OFFSET (the host's view of a container's pids), stamped in wall-clock
+ * microseconds like the device samples. */
 FK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
 						       nvmlProcessUtilizationSample_t *out,
 						       unsigned int *count,
@@ -193,11 +194,16 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
 {
 	DEV_OR_FAIL(i, h);
 	struct fk_state *s = fk.dev[i].st;
-	uint64_t p = fk.proc_sample_ns, t = fk_now() / p * p;
-	if (t / 1000 <= last_seen_us)
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	uint64_t now = fk_now(), p = fk.proc_sample_ns, t = now / p * p;
+	uint64_t wall = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+	uint64_t off_us = (wall - now) / 1000; /* monotonic -> wall clock, as the driver stamps */
+	if (t / 1000 + off_us <= last_seen_us)
 		return NVML_ERROR_NOT_FOUND;
 	uint64_t nwin = 1;
-	while (last_seen_us && nwin < 16 && t >= (nwin + 1) * p && (t - nwin * p) / 1000 > last_seen_us)
+	while (last_seen_us && nwin < 16 && t >= (nwin + 1) * p &&
+	       (t - nwin * p) / 1000 + off_us > last_seen_us)
 		nwin++;
 	unsigned n = 0;
 	fk_lock(s);
@@ -214,13 +220,15 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
 				int v = (int)pct(busy, p) + proc_noise(pid, end);
 				out[n] = (nvmlProcessUtilizationSample_t){
 					.pid = (unsigned)pid + fk.nvml_pid_offset,
-					.timeStamp = end / 1000,
+					.timeStamp = end / 1000 + off_us,
 					.smUtil = (unsigned)(v < 0 ? 0 : v > 100 ? 100 : v) };
 			}
 			n++;
 		}
 	}
 	fk_unlock(s);
+	if (!n)
+		return NVML_ERROR_NOT_FOUND;
 	if (!out || n > *count) {
 		*count = n;
 		return NVML_ERROR_INSUFFICIENT_SIZE;
