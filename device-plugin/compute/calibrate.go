@@ -55,7 +55,7 @@ func (c *calibration) add(m Measured, span float64) {
 // device-wide estimate: programs differ from it by orders of magnitude, and
 // a shrunk estimate took most of a closed-loop run to let go of it.
 func (c *calibration) cost() (float64, bool) {
-	if c.n <= 0 || c.units <= 0 {
+	if c.n <= 0 || c.units <= 0 || c.ns <= 0 { // nothing, or noise that read 0%
 		return 0, false
 	}
 	return c.ns / c.units, true

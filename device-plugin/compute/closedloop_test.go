@@ -352,7 +352,7 @@ func run(t *testing.T, specs []tenantSpec, stopControllerAfter time.Duration) ou
 		if trace {
 			var b strings.Builder
 			for _, d := range o.Decisions {
-				fmt.Fprintf(&b, " %s[share %.3f meas %.3f cost %.4g cal %v units %.0f mode %d rate %.4g fb %.4g]", d.Key, d.Share, d.Measured, d.Cost, d.Calibrated, d.Units, d.Control.Mode, d.Control.Rate, d.Control.Fallback)
+				fmt.Fprintf(&b, " %s[share %.3f meas %.3f cost %.4g cal %v units %.0f mode %d rate %.4g fb %.4g allow %d]", d.Key, d.Share, d.Measured, d.Cost, d.Calibrated, d.Units, d.Control.Mode, d.Control.Rate, d.Control.Fallback, d.Control.Allowance)
 			}
 			t.Logf("busy %.3f foreign %.3f%s", o.Busy, o.Foreign, b.String())
 		}

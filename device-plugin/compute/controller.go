@@ -87,6 +87,7 @@ type tenantState struct {
 	cal                     calibration
 	rewinds                 uint64
 	lastCharge              uint64 // units charged in the previous period
+	rewoundAt               uint64 // the period of the last rewind
 }
 
 // GPU is the controller of one GPU. Not safe for concurrent use.
@@ -138,8 +139,11 @@ func (g *GPU) Step(in Input) []Decision {
 		case t.Launched >= st.lastLaunched:
 			x = t.Launched - st.lastLaunched
 			// An honest limiter never launches past its allowance by more than
-			// the bank: a larger jump is charged as what it was allowed.
-			if lim := st.allowance + uint64(st.rate*P*2) + st.boot; !st.unlimited && t.Launched > lim && lim > st.lastLaunched {
+			// the bank: a larger jump is charged as what it was allowed. Not
+			// right after a rewind: what a rewound counter let the tenant
+			// launch (local credit it had) ran on the GPU, and is its own.
+			rewound := st.rewinds > 0 && g.period <= st.rewoundAt+activeAfter
+			if lim := st.allowance + uint64(st.rate*P*2) + st.boot; !st.unlimited && !rewound && t.Launched > lim && lim > st.lastLaunched {
 				x = lim - st.lastLaunched
 			}
 		default:
@@ -153,6 +157,7 @@ func (g *GPU) Step(in Input) []Decision {
 			}
 			st.allowance = t.Launched
 			st.rewinds++
+			st.rewoundAt = g.period
 		}
 		st.lastCharge = x
 		st.seen = true

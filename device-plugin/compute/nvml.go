@@ -30,8 +30,8 @@ var (
 	_ ProcessSource = (*NVMLSource)(nil)
 )
 
-// procSpanUs is the window of a per-process sample with no earlier one of
-// its pid to measure from (a real H100 gives about one a second).
+// procSpanUs is the longest window a per-process sample covers (a real
+// H100 gives about one a second).
 const procSpanUs = 1_000_000
 
 func (s *NVMLSource) handle(uuid string) (nvml.Device, error) {
@@ -50,8 +50,8 @@ func (s *NVMLSource) handle(uuid string) (nvml.Device, error) {
 }
 
 // Processes returns the per-process samples newer than the last call's,
-// each over the time since its pid's previous sample (at most 3 s; the
-// first: procSpanUs), on CLOCK_MONOTONIC.
+// each over the time since its pid's previous sample (at most procSpanUs),
+// on CLOCK_MONOTONIC.
 func (s *NVMLSource) Processes(uuid string, mono uint64, wall time.Time) ([]ProcessSample, error) {
 	h, err := s.handle(uuid)
 	if err != nil {
@@ -79,8 +79,11 @@ func (s *NVMLSource) Processes(uuid string, mono uint64, wall time.Time) ([]Proc
 			continue
 		}
 		newest = max(newest, sm.TimeStamp)
+		// A sample covers the driver's sampling period (about a second), not
+		// the time since its pid's previous one: a process idle for a while
+		// is absent from the samples in between.
 		prev, ok := c.pid[sm.Pid]
-		if !ok || prev >= sm.TimeStamp || sm.TimeStamp-prev > 3*procSpanUs {
+		if !ok || prev >= sm.TimeStamp || sm.TimeStamp-prev > procSpanUs {
 			prev = sm.TimeStamp - min(sm.TimeStamp, procSpanUs)
 		}
 		c.pid[sm.Pid] = sm.TimeStamp
