@@ -30,6 +30,8 @@ type Measured struct {
 // average over the last calTauNs of samples (about 15).
 const (
 	calTauNs      = 15e9 // time constant of the per-tenant average
+	procNoise     = 0.12 // standard deviation of a per-process sample, fraction of the GPU
+	calSigmas     = 3.0  // how far apart (in standard deviations) the measured cost must stand
 	foreignTauNs  = 10e9 // time constant of the foreign-load average
 	residualFloor = 0.03 // device busy beyond what all samples explain, ignored up to this (noise)
 	maxForeign    = 0.9  // of the GPU: what foreign load may take from the headroom
@@ -37,7 +39,7 @@ const (
 
 // calibration is a tenant's GPU ns per cost unit, from its measured GPU time.
 type calibration struct {
-	ns, units, n float64 // decayed sums: GPU ns, units, samples
+	ns, units, n, span float64 // decayed sums: GPU ns, units, samples, sampled time
 }
 
 func (c *calibration) add(m Measured, span float64) {
@@ -48,6 +50,26 @@ func (c *calibration) add(m Measured, span float64) {
 	c.ns = c.ns*d + m.BusyNs
 	c.units = c.units*d + m.Units
 	c.n = c.n*d + 1
+	c.span = c.span*d + span
+}
+
+// apart says whether the measured cost stands apart from the device-wide
+// estimate by more than its noise. A per-process sample is off by up to 20
+// points (about 12 as a standard deviation), so the measured cost's relative
+// error is about 0.12 / √n / f for a tenant using a fraction f of the GPU.
+// The device-wide estimate is exact for tenants running the same program and
+// has no noise; the measurement is right for any program.
+func (c *calibration) apart(device float64) bool {
+	k, ok := c.cost()
+	if !ok {
+		return false
+	}
+	if device <= 0 {
+		return true
+	}
+	f := c.ns / max(c.span, 1)
+	rel := procNoise / math.Sqrt(max(c.n, 1)) / max(f, 0.01)
+	return math.Abs(math.Log(k/device)) > calSigmas*rel
 }
 
 // cost is the measured ns per unit; ok is false before any measurement (or

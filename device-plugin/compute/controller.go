@@ -100,6 +100,7 @@ type GPU struct {
 	// and every limited tenant backs off until the GPU shows idle time again.
 	saturated int
 	foreign   foreign
+	measured  bool // attribution by measured costs (calibration.apart)
 }
 
 // Foreign is the fraction of the GPU (0..1) taken by work no tenant's
@@ -189,9 +190,15 @@ func (g *GPU) Step(in Input) []Decision {
 			}
 		}
 	}
+	// Measured costs replace the device-wide ones once one tenant's stands
+	// apart from its device-wide cost by more than the samples' noise (then
+	// for good, and for every tenant measured: one basis for the split).
+	for _, key := range keys {
+		g.measured = g.measured || g.tenants[key].cal.apart(k[key])
+	}
 	calibrated := map[string]bool{}
 	for _, key := range keys {
-		if c, ok := g.tenants[key].cal.cost(); ok {
+		if c, ok := g.tenants[key].cal.cost(); ok && g.measured {
 			k[key], calibrated[key] = c, true
 		}
 	}
