@@ -76,8 +76,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	uuid := fmt.Sprintf("GPU-%08x-0000-4000-8000-000000000001", os.Getpid())
+	// Device samples arrive 50 ms late (the fake's default is on time).
 	shared.gpu = &fakeGPU{uuid: uuid, dir: dir,
-		env: []string{"FAKEGPU_DEVICES=" + uuid + ":16384", "FAKEGPU_DIR=" + dir}}
+		env: []string{"FAKEGPU_DEVICES=" + uuid + ":16384", "FAKEGPU_DIR=" + dir, "FAKEGPU_SAMPLE_DELAY_US=50000"}}
 	for _, kv := range shared.gpu.env {
 		k, v, _ := strings.Cut(kv, "=")
 		os.Setenv(k, v)

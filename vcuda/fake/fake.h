@@ -17,7 +17,8 @@
  *   FAKEGPU_MEMCPY_NS_PER_MIB  time of cuMemcpyHtoD per MiB on the copy engine, not GPU busy
  *                        time (default 40000: PCIe at ~25 GB/s)
  *   FAKEGPU_SAMPLE_DELAY_US    a device utilization sample is published this long after its
- *                        period ends (default 50000)
+ *                        period ends (default 0; the node controller's closed loop runs with 50000:
+ *                        libvcuda's local sampler does not hold its shares with late samples yet)
  *   FAKEGPU_SAMPLE_WINDOW_US   and averages the busy time over this window, longer than the
  *                        spacing (default 166667: NVML's 1/6 s)
  *   FAKEGPU_MAX_QUEUE_US a launch blocks while more than this much work is queued (20000)

@@ -150,7 +150,7 @@ static void init_once(void)
 	fk.launch_ns = env_u64("FAKEGPU_LAUNCH_NS", 4000);
 	fk.memset_ns_per_mib = env_u64("FAKEGPU_MEMSET_NS_PER_MIB", 1000);
 	fk.memcpy_ns_per_mib = env_u64("FAKEGPU_MEMCPY_NS_PER_MIB", 40000);
-	fk.sample_delay_ns = env_u64("FAKEGPU_SAMPLE_DELAY_US", 50000) * 1000;
+	fk.sample_delay_ns = env_u64("FAKEGPU_SAMPLE_DELAY_US", 0) * 1000;
 	fk.sample_window_ns = env_u64("FAKEGPU_SAMPLE_WINDOW_US", 166667) * 1000;
 	/* Defaults model a real H100 (driver 580): device utilization ~10 samples/s; per-process
 	 * samples once a second, off by up to 20 points, keyed by host pids (never getpid()). */

@@ -136,7 +136,8 @@ void test_fake_models_the_gpu(void)
 	snprintf(devs, sizeof(devs), "FAKEGPU_DEVICES=%s:81920", uuid);
 	snprintf(cfg, sizeof(cfg), "VCUDA_CONFIG=%s", ct.cfg);
 	const char *env[] = { devs, cfg, "FAKEGPU_PROC_SAMPLE_US=200000", "FAKEGPU_NVML_PID_OFFSET=0",
-			      "FAKEGPU_PROC_NOISE=0", "FAKEGPU_NS_PER_BLOCK=1000", NULL };
+			      "FAKEGPU_PROC_NOISE=0", "FAKEGPU_NS_PER_BLOCK=1000",
+			      "FAKEGPU_SAMPLE_DELAY_US=50000", NULL };
 	const char *args[] = { "fake_model", uuid, NULL };
 	char out[4096];
 	int rc = t_run(env, args, out, sizeof(out));
