@@ -145,3 +145,36 @@ func TestMeasurementFromSamples(t *testing.T) {
 		t.Errorf("%d samples still pending, want the one the device windows do not cover", len(g.pending))
 	}
 }
+
+func TestHistoryReport(t *testing.T) {
+	type step struct {
+		read      bool   // a reading of the report file at time t, else a report at edge x
+		t, v, x   uint64 // reading: time and counter; report: now (t) and edge (x)
+		wantCount uint64 // for a report
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{name: "an edge that moved back a little is not a step back", steps: []step{ // interpolation jitter: 150, then 140
+			{read: true, t: 100, v: 1000}, {read: true, t: 200, v: 2000},
+			{t: 210, x: 150, wantCount: 1500}, {t: 220, x: 140, wantCount: 1500}, {t: 230, x: 200, wantCount: 2000}}},
+		{name: "a counter that went backwards is passed on", steps: []step{ // rewound to 10 at 300
+			{read: true, t: 100, v: 1000}, {read: true, t: 200, v: 2000}, {t: 210, x: 200, wantCount: 2000},
+			{read: true, t: 300, v: 10}, {t: 300, x: 300, wantCount: 10}, {t: 310, x: 300, wantCount: 10}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &history{}
+			for i, s := range tt.steps {
+				if s.read {
+					h.add(s.t, s.v, 0)
+					continue
+				}
+				if got := h.report(s.x, s.t); got != s.wantCount {
+					t.Errorf("step %d: reported %d at edge %d, want %d", i, got, s.x, s.wantCount)
+				}
+			}
+		})
+	}
+}

@@ -34,6 +34,21 @@ type history struct {
 	waits   uint64
 	seen    bool
 	rewound uint64 // when the counter last went backwards (ns; 0: never)
+	// what the controller was last given and when: an interpolation at a
+	// later window edge never gives it less unless the counter went back
+	passed, passedAt uint64
+}
+
+// report is the counter at a window's edge x for the controller: never less
+// than what it was last given, unless the counter itself went backwards
+// since (then the step back is the controller's to see and charge).
+func (h *history) report(x, now uint64) uint64 {
+	v := h.at(x)
+	if h.rewound <= h.passedAt {
+		v = max(v, h.passed)
+	}
+	h.passed, h.passedAt = v, now
+	return v
 }
 
 const historyNs = 6e9
@@ -233,7 +248,7 @@ func (r *Runner) Tick(ctx context.Context) {
 		for _, t := range list {
 			// the work launched by the end of the window, read at its edge
 			h := r.hist[t.UsagePath+"#"+strconv.Itoa(t.Index)]
-			rep := Report{Launched: h.at(w.EndNs), Waits: h.waits}
+			rep := Report{Launched: h.report(w.EndNs, now), Waits: h.waits}
 			in.Tenants = append(in.Tenants, TenantInput{Tenant: t.Tenant, Report: rep})
 			kept = append(kept, t)
 		}
