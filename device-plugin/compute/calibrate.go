@@ -10,7 +10,8 @@ type Measurement struct {
 	SpanNs float64 // the window the samples cover
 	BusyNs float64 // the GPU's busy time over the same window (device samples); 0: not known
 
-	ForeignNs float64             // GPU time of processes no tenant owns
+	ForeignNs float64             // GPU time of processes no tenant owns (seen in the previous batch too)
+	UnknownNs float64             // GPU time of unowned processes seen for the first time: not yet foreign
 	Tenants   map[string]Measured // by Tenant.Key: tenants with samples in the window
 }
 
@@ -100,12 +101,10 @@ func (f *foreign) add(m Measurement) {
 	owned := m.ForeignNs / m.SpanNs
 	residual := f.residual
 	if m.BusyNs > 0 {
-		residual = (m.BusyNs - tenants - m.ForeignNs) / m.SpanNs
+		residual = (m.BusyNs - tenants - m.ForeignNs - m.UnknownNs) / m.SpanNs
 	}
-	if !f.seen {
-		f.owned, f.residual, f.seen = owned, residual, true
-		return
-	}
+	// from zero: one odd first batch must not take the headroom at once
+	f.seen = true
 	w := 1 - math.Exp(-m.SpanNs/foreignTauNs)
 	f.owned += w * (owned - f.owned)
 	f.residual += w * (residual - f.residual)

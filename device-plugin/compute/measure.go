@@ -28,6 +28,11 @@ type ProcessSource interface {
 type gpuSamples struct {
 	windows []Window
 	pending []ProcessSample
+	// unowned pids seen in the previous batch: a pid no tenant owns counts
+	// as foreign load from its second batch in a row on. A process of a
+	// container that just ended (its pid no longer resolves) shows up once,
+	// with its last second; a foreign process keeps showing up.
+	unowned map[uint32]bool
 }
 
 const (
@@ -87,13 +92,19 @@ func (g *gpuSamples) measurement(now uint64, owner func(pid uint32) (string, boo
 	aligned := true
 	type span struct{ a, b uint64 }
 	spans := map[string]span{}
+	unowned := map[uint32]bool{}
 	for _, s := range ready {
 		d := float64(s.EndNs - min(s.StartNs, s.EndNs))
 		lo, hi = min(lo, s.StartNs), max(hi, s.EndNs)
 		aligned = aligned && s.StartNs == ready[0].StartNs && s.EndNs == ready[0].EndNs
 		key, ok := owner(s.PID)
 		if !ok {
-			m.ForeignNs += s.SM * d
+			unowned[s.PID] = true
+			if g.unowned[s.PID] {
+				m.ForeignNs += s.SM * d
+			} else {
+				m.UnknownNs += s.SM * d
+			}
 			continue
 		}
 		t := m.Tenants[key]
@@ -111,6 +122,7 @@ func (g *gpuSamples) measurement(now uint64, owner func(pid uint32) (string, boo
 		t.Units, t.NoUnits = u, !ok // counter started or rewound in the window: nothing to learn from it
 		m.Tenants[key] = t
 	}
+	g.unowned = unowned
 	m.SpanNs = float64(hi - lo)
 	// the residual (device busy no sample explains) only from one sampling
 	// round: samples stamped apart each cover part of the processes
