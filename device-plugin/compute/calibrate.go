@@ -103,8 +103,10 @@ func (f *foreign) add(m Measurement) {
 	if m.BusyNs > 0 {
 		residual = (m.BusyNs - tenants - m.ForeignNs - m.UnknownNs) / m.SpanNs
 	}
-	// from zero: one odd first batch must not take the headroom at once
-	f.seen = true
+	if !f.seen { // the first batch: a process seen once is not in it (gpuSamples.unowned)
+		f.owned, f.residual, f.seen = owned, residual, true
+		return
+	}
 	w := 1 - math.Exp(-m.SpanNs/foreignTauNs)
 	f.owned += w * (owned - f.owned)
 	f.residual += w * (residual - f.residual)

@@ -56,7 +56,7 @@ func TestStepAttributesByMeasuredCost(t *testing.T) {
 func TestForeignLoadShrinksTheHeadroom(t *testing.T) {
 	g := NewGPU()
 	var ds []Decision
-	for i := range uint64(300) { // a second's samples every period: the average starts from 0
+	for i := range uint64(30) { // a second's samples every period
 		in := Input{BusyNs: 90e6, PeriodNs: 100e6, NowNs: 1e9 + i*100e6,
 			Tenants: []TenantInput{fixedTenant("a", 0.3, i*1000), fixedTenant("b", 0.6, i*2000)},
 			Measurement: &Measurement{SpanNs: 1e9, BusyNs: 900e6, ForeignNs: 200e6, Tenants: map[string]Measured{

@@ -460,12 +460,13 @@ func TestClosedLoopShares(t *testing.T) {
 		{name: "pair 10+90", specs: []tenantSpec{compute("a", 10), compute("b", 90)}, want: map[string]float64{"a": 10, "b": 90}},
 		{name: "triple 20+30+40", specs: []tenantSpec{compute("a", 20), compute("b", 30), compute("c", 40)}, want: map[string]float64{"a": 20, "b": 30, "c": 40}},
 		{name: "cost model 8x off, learned while alone", // a: 1 warp per block, b: 8; same GPU time per block
-			specs: []tenantSpec{{name: "a", cores: 30, grid: 2000, block: 32, secs: 7}, compute("b", 60).at(1500*time.Millisecond, 5.5)},
+			// 12 s: the per-process samples that set the two costs apart need ~10
+			specs: []tenantSpec{{name: "a", cores: 30, grid: 2000, block: 32, secs: 12}, compute("b", 60).at(1500*time.Millisecond, 10.5)},
 			want:  map[string]float64{"a": 30, "b": 60}},
 		{name: "tiny kernels beside large ones", // a: 20 µs kernels, b: 2 ms
 			specs: []tenantSpec{{name: "a", cores: 30, grid: 20, block: 256, secs: 6}, compute("b", 60)}, want: map[string]float64{"a": 30, "b": 60}},
 		{name: "memory-only tenant gets what the shares leave", // c asked no cores: 100 - 30 - 50, scaled to the headroom
-			specs: []tenantSpec{compute("a", 30), compute("b", 50), compute("c", 0)}, want: map[string]float64{"a": 30, "b": 50, "c": 18.5}}, // c: 98.5 - 80
+			specs: []tenantSpec{compute("a", 30).at(0, 10), compute("b", 50).at(0, 10), compute("c", 0).at(0, 10)}, want: map[string]float64{"a": 30, "b": 50, "c": 18.5}}, // c: 98.5 - 80
 		{name: "a container restarts beside a neighbour", // a's first process ends at 2 s, its second runs 2.5-8 s
 			specs: []tenantSpec{compute("a", 30).at(0, 2), compute("a", 30).in("a", "a-restarted").at(2500*time.Millisecond, 5.5), compute("b", 60).at(0, 8)},
 			want:  map[string]float64{"a-restarted": 30, "b": 60}},
