@@ -62,11 +62,8 @@ func (c *calibration) add(m Measured, span float64) {
 // has no noise; the measurement is right for any program.
 func (c *calibration) apart(device float64) bool {
 	k, ok := c.cost()
-	if !ok {
+	if !ok || device <= 0 { // nothing to compare with yet: one noisy sample must not decide
 		return false
-	}
-	if device <= 0 {
-		return true
 	}
 	f := c.ns / max(c.span, 1)
 	rel := procNoise / math.Sqrt(max(c.n, 1)) / max(f, 0.01)
