@@ -101,6 +101,9 @@ func (f *foreign) add(m Measurement) {
 		residual = (m.BusyNs - tenants - m.ForeignNs - m.UnknownNs) / m.SpanNs
 	}
 	if !f.seen { // the first batch: a process seen once is not in it (gpuSamples.unowned)
+		if m.UnknownNs > 0 {
+			return // it may be foreign: start from the next batch, which says so
+		}
 		f.owned, f.residual, f.seen = owned, residual, true
 		return
 	}
