@@ -154,7 +154,7 @@ func (c Config) ensureWebhookConfigs(ctx context.Context, kube kubernetes.Interf
 			FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
 			MatchConditions: admission.MatchConditions(api.DefaultResourceNames()), ObjectSelector: admission.OptOutSelector(),
 			NamespaceSelector: &metav1.LabelSelector{MatchExpressions: append(slices.Clone(nsSel.MatchExpressions), admission.OptOutSelector().MatchExpressions...)},
-			TimeoutSeconds: &timeout}},
+			TimeoutSeconds:    &timeout}},
 	}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("webhook configuration %s: %w", AdmissionName, err)

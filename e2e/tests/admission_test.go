@@ -452,7 +452,7 @@ func TestAdmissionTwoReplicasOneStopped(t *testing.T) {
 	}
 	_, err := shared.kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: svcName, Namespace: ns},
-		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "https", Port: 443}}},
+		Spec:       corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "https", Port: 443}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
