@@ -10,6 +10,8 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -175,7 +177,8 @@ func TestMutateLeavesOtherPodsAlone(t *testing.T) {
 }
 
 func TestHandler(t *testing.T) {
-	h := Handler(Options{Names: names})
+	m := NewMetrics(prometheus.NewRegistry())
+	h := Handler(Options{Names: names}, m)
 	review := func(p *corev1.Pod) admissionv1.AdmissionReview {
 		raw, _ := json.Marshal(p)
 		body, _ := json.Marshal(admissionv1.AdmissionReview{
@@ -198,5 +201,13 @@ func TestHandler(t *testing.T) {
 	bad := review(pod(nil, map[string]int64{names.Number: 2, names.Cores: 150}))
 	if r := bad.Response; r.Allowed || r.Result == nil || !strings.Contains(r.Result.Message, "volcano.sh/vgpu-cores=150") {
 		t.Errorf("invalid pod: %+v", r)
+	}
+	review(pod(nil, nil))
+	got := map[string]float64{}
+	for _, r := range []string{ResultAllowed, ResultPatched, ResultDenied, ResultError} {
+		got[r] = testutil.ToFloat64(m.Reviews.WithLabelValues(r))
+	}
+	if diff := cmp.Diff(map[string]float64{ResultAllowed: 1, ResultPatched: 1, ResultDenied: 1, ResultError: 0}, got); diff != "" {
+		t.Errorf("reviews counted (-want +got):\n%s", diff)
 	}
 }

@@ -16,16 +16,18 @@ import (
 )
 
 // Handler serves admission.k8s.io/v1 AdmissionReviews for pod creation at
-// any path it is mounted on.
-func Handler(o Options) http.Handler {
+// any path it is mounted on, counting each answer in m (nil: not counted).
+func Handler(o Options, m *Metrics) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
 		if err != nil {
+			m.count(ResultError)
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		var review admissionv1.AdmissionReview
 		if err := json.Unmarshal(body, &review); err != nil || review.Request == nil {
+			m.count(ResultError)
 			http.Error(w, fmt.Sprintf("expected an admission.k8s.io/v1 AdmissionReview: %v", err), http.StatusBadRequest)
 			return
 		}
@@ -33,9 +35,11 @@ func Handler(o Options) http.Handler {
 		review.Request = nil
 		out, err := json.Marshal(review)
 		if err != nil {
+			m.count(ResultError)
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
+		m.count(result(review.Response))
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(out)
 	})
@@ -73,6 +77,19 @@ func review1(req *admissionv1.AdmissionRequest, o Options) *admissionv1.Admissio
 		logger.V(4).Info("Admitted with totals", "patch", string(patch))
 	}
 	return resp
+}
+
+// result is the reviews counter's label for a response.
+func result(r *admissionv1.AdmissionResponse) string {
+	switch {
+	case !r.Allowed && r.Result != nil && r.Result.Code == http.StatusUnprocessableEntity:
+		return ResultDenied
+	case !r.Allowed:
+		return ResultError
+	case len(r.Patch) > 0:
+		return ResultPatched
+	}
+	return ResultAllowed
 }
 
 func podName(p *corev1.Pod) string {

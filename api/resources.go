@@ -97,3 +97,15 @@ func (r ResourceNames) Validate() error {
 	}
 	return nil
 }
+
+// Volcano deviceshare's pod annotations start with this prefix
+// (volcano.sh/vgpu-type, volcano.sh/vgpu-ids-new, …).
+const DeviceSharePrefix = "volcano.sh/vgpu-"
+
+// AdmissionOptOutLabel set to AdmissionOptOutValue on a namespace or a pod
+// keeps the pod away from the admission webhook (its vGPU asks then stay per
+// GPU in queues, and a malformed ask is refused only by the scheduler).
+const (
+	AdmissionOptOutLabel = Prefix + "admission"
+	AdmissionOptOutValue = "disabled"
+)

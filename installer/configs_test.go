@@ -36,7 +36,7 @@ func TestRenderedConfigs(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			objs := decode(t, mustRender(t, c.values))
 			var dpNames, schedNames *vgpu.Args
-			if cm := findOptional(objs, "ConfigMap", release+"-device-plugin"); cm != nil {
+			if cm := findSuffix(objs, "ConfigMap", "-device-plugin"); cm != nil {
 				data, _, _ := unstructured.NestedString(cm.Object, "data", "config.yaml")
 				cfg, err := config.Parse([]byte(data))
 				if err != nil {
@@ -44,7 +44,7 @@ func TestRenderedConfigs(t *testing.T) {
 				}
 				dpNames = &vgpu.Args{Resources: cfg.ResourceNames}
 			}
-			if cm := findOptional(objs, "ConfigMap", release+"-scheduler"); cm != nil {
+			if cm := findSuffix(objs, "ConfigMap", "-scheduler"); cm != nil {
 				data, _, _ := unstructured.NestedString(cm.Object, "data", "volcano-scheduler.conf")
 				args := schedulerArgs(t, data)
 				schedNames = &args
@@ -135,7 +135,7 @@ func TestSchedulerFlags(t *testing.T) {
 	fs.AddGoFlagSet(gfs)
 	for _, c := range goldenCases {
 		objs := decode(t, mustRender(t, c.values))
-		if d := findOptional(objs, "Deployment", release+"-scheduler"); d != nil {
+		if d := findSuffix(objs, "Deployment", "-scheduler"); d != nil {
 			for _, name := range containerFlags(t, d, "vc-scheduler") {
 				if fs.Lookup(name) == nil {
 					t.Errorf("%s: vc-scheduler has no flag --%s", c.name, name)
@@ -166,7 +166,7 @@ func TestDevicePluginFlags(t *testing.T) {
 	}
 	for _, c := range goldenCases {
 		objs := decode(t, mustRender(t, c.values))
-		if ds := findOptional(objs, "DaemonSet", release+"-device-plugin"); ds != nil {
+		if ds := findSuffix(objs, "DaemonSet", "-device-plugin"); ds != nil {
 			for _, name := range containerFlags(t, ds, "device-plugin") {
 				if !known[name] {
 					t.Errorf("%s: vgpu-device-plugin has no flag --%s", c.name, name)
@@ -265,6 +265,18 @@ func exportedMetrics(t *testing.T) map[string]bool {
 		out[f.GetName()] = true
 	}
 	return out
+}
+
+// findSuffix returns the object of that kind whose name ends with suffix
+// (any fullnameOverride), or nil.
+func findSuffix(objs []*unstructured.Unstructured, kind, suffix string) *unstructured.Unstructured {
+	i := slices.IndexFunc(objs, func(o *unstructured.Unstructured) bool {
+		return o.GetKind() == kind && strings.HasSuffix(o.GetName(), suffix)
+	})
+	if i < 0 {
+		return nil
+	}
+	return objs[i]
 }
 
 func findOptional(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {

@@ -49,6 +49,8 @@ var goldenCases = []struct {
 	{name: "ServiceMonitor and dashboard", values: "testdata/monitoring.values.yaml", golden: "testdata/monitoring.golden.yaml"},
 	{name: "custom names and paths, HAMi annotations, no metrics", values: "testdata/custom.values.yaml", golden: "testdata/custom.golden.yaml"},
 	{name: "device plugin only, no node restriction", values: "testdata/device-plugin-only.values.yaml", golden: "testdata/device-plugin-only.golden.yaml"},
+	{name: "webhook on dedicated nodes, 3 replicas, failing open", values: "testdata/webhook-ha.values.yaml", golden: "testdata/webhook-ha.golden.yaml"},
+	{name: "env mode, global registry and digests, context sizes, renamed", values: "testdata/env-mode.values.yaml", golden: "testdata/env-mode.golden.yaml"},
 }
 
 // helmBinary returns helm's path. With VGPU_HELM set (make installer-test)
@@ -96,13 +98,13 @@ func render(t *testing.T, valuesFiles []string, sets ...string) (string, error) 
 	return helm(t, args...)
 }
 
-func mustRender(t *testing.T, valuesFile string) string {
+func mustRender(t *testing.T, valuesFile string, sets ...string) string {
 	t.Helper()
 	var files []string
 	if valuesFile != "" {
 		files = []string{valuesFile}
 	}
-	out, err := render(t, files)
+	out, err := render(t, files, sets...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,25 +224,45 @@ func indent(s, prefix string) string {
 	return b.String()
 }
 
-// TestImageRegistry: imageRegistry prefixes both images; tags default to the
-// chart's appVersion.
+// TestImageRegistry: imageRegistry (else global.imageRegistry) prefixes both
+// images; tags default to the chart's appVersion; a digest pins an image.
 func TestImageRegistry(t *testing.T) {
-	out, err := render(t, nil, "imageRegistry=mirror/team/", "devicePlugin.image.tag=dev")
-	if err != nil {
-		t.Fatal(err)
-	}
-	images := map[string]bool{}
-	for _, o := range decode(t, out) {
-		for _, path := range [][]string{{"spec", "template", "spec", "containers"}, {"spec", "template", "spec", "initContainers"}} {
-			cs, _, _ := unstructured.NestedSlice(o.Object, path...)
-			for _, c := range cs {
-				images[c.(map[string]any)["image"].(string)] = true
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	for _, c := range []struct {
+		name string
+		sets []string
+		want map[string]bool
+	}{
+		{name: "imageRegistry", sets: []string{"imageRegistry=mirror/team/", "devicePlugin.image.tag=dev"},
+			want: map[string]bool{"mirror/team/volcano-vgpu/vc-scheduler:0.1.0": true, "mirror/team/volcano-vgpu/vgpu-device-plugin:dev": true}},
+		{name: "global.imageRegistry", sets: []string{"global.imageRegistry=global.example"},
+			want: map[string]bool{"global.example/volcano-vgpu/vc-scheduler:0.1.0": true, "global.example/volcano-vgpu/vgpu-device-plugin:0.1.0": true}},
+		{name: "imageRegistry wins over global", sets: []string{"global.imageRegistry=global.example", "imageRegistry=own.example"},
+			want: map[string]bool{"own.example/volcano-vgpu/vc-scheduler:0.1.0": true, "own.example/volcano-vgpu/vgpu-device-plugin:0.1.0": true}},
+		{name: "digest", sets: []string{"scheduler.image.digest=" + digest, "scheduler.image.tag=ignored"},
+			want: map[string]bool{"volcano-vgpu/vc-scheduler@" + digest: true, "volcano-vgpu/vgpu-device-plugin:0.1.0": true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := render(t, nil, c.sets...)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
+			images := map[string]bool{}
+			for _, o := range decode(t, out) {
+				for _, path := range [][]string{{"spec", "template", "spec", "containers"}, {"spec", "template", "spec", "initContainers"}} {
+					cs, _, _ := unstructured.NestedSlice(o.Object, path...)
+					for _, c := range cs {
+						images[c.(map[string]any)["image"].(string)] = true
+					}
+				}
+			}
+			if diff := cmp.Diff(c.want, images); diff != "" {
+				t.Errorf("images (-want +got):\n%s", diff)
+			}
+		})
 	}
-	want := map[string]bool{"mirror/team/volcano-vgpu/vc-scheduler:0.1.0": true, "mirror/team/volcano-vgpu/vgpu-device-plugin:dev": true}
-	if diff := cmp.Diff(want, images); diff != "" {
-		t.Errorf("images (-want +got):\n%s", diff)
+	if _, err := render(t, nil, "devicePlugin.image.digest=latest"); err == nil || !strings.Contains(err.Error(), "devicePlugin.image.digest must be sha256:") {
+		t.Errorf("digest latest: %v, want a refusal", err)
 	}
 }
 
@@ -298,7 +320,7 @@ func TestNotes(t *testing.T) {
 		want   []string
 	}{
 		{want: []string{
-			"kubectl -n volcano-system scale deployment volcano-scheduler --replicas=0",
+			"--set custom.scheduler_enable=false",
 			"kubectl -n volcano-system get lease volcano -o jsonpath",
 			"kubectl get nodes -l nvidia.com/gpu.present=true \\",
 			`VGPU-MEMORY:.status.allocatable.volcano\.sh/vgpu-memory`,

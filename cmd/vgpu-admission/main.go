@@ -3,8 +3,10 @@
 // queues, malformed ones are refused at creation, and vGPU pods get the
 // scheduler name when --scheduler-name is set. It serves HTTPS on --listen
 // at /pods/mutate with the certificate kube-apiserver trusts through the
-// MutatingWebhookConfiguration's caBundle, and watches nodes for the GPU
-// sizes that percentage and whole-GPU asks are counted at.
+// MutatingWebhookConfiguration's caBundle, reloading the certificate and key
+// when their files change (a renewed Secret, cert-manager) without a restart,
+// and watches nodes for the GPU sizes that percentage and whole-GPU asks are
+// counted at. /metrics counts the reviews it answered; /healthz says it serves.
 package main
 
 import (
@@ -19,8 +21,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -59,9 +64,11 @@ func run(logger klog.Logger, kubeconfig, listen, certFile, keyFile, scheduler st
 	if certFile == "" || keyFile == "" {
 		return errors.New("--tls-cert-file and --tls-key-file are required: kube-apiserver calls webhooks over HTTPS only")
 	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	tlsConfig, err := servingTLS(ctx, certFile, keyFile)
 	if err != nil {
-		return fmt.Errorf("serving certificate %s / %s: %w", certFile, keyFile, err)
+		return err
 	}
 	cfg, err := restConfig(kubeconfig)
 	if err != nil {
@@ -71,8 +78,6 @@ func run(logger klog.Logger, kubeconfig, listen, certFile, keyFile, scheduler st
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	factory := informers.NewSharedInformerFactory(client, 10*time.Minute)
 	nodes := factory.Core().V1().Nodes().Lister()
 	factory.Start(ctx.Done())
@@ -83,11 +88,12 @@ func run(logger klog.Logger, kubeconfig, listen, certFile, keyFile, scheduler st
 	}
 	opts := admission.Options{Names: names, SchedulerName: scheduler,
 		GPUMemoryMiB: admission.SmallestGPU(func() ([]*corev1.Node, error) { return nodes.List(labels.Everything()) })}
+	reg := prometheus.NewRegistry()
 	mux := http.NewServeMux()
-	mux.Handle("/pods/mutate", admission.Handler(opts))
+	mux.Handle("/pods/mutate", admission.Handler(opts, admission.NewMetrics(reg)))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	srv := &http.Server{Addr: listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second,
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}
+	srv := &http.Server{Addr: listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConfig}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServeTLS("", "") }()
 	logger.Info("Serving", "listen", listen, "schedulerName", scheduler)
@@ -99,6 +105,29 @@ func run(logger klog.Logger, kubeconfig, listen, certFile, keyFile, scheduler st
 		defer cancel()
 		return srv.Shutdown(shutdown)
 	}
+}
+
+// servingTLS returns the server's TLS configuration: the certificate and
+// key are read from their files now (an unreadable or mismatched pair fails
+// the start) and again whenever the files change, and at least once a
+// minute, by k8s.io/apiserver's dynamic certificate controllers (the same
+// code kube-apiserver serves with), until ctx ends. Connections made after a
+// reload get the new certificate.
+func servingTLS(ctx context.Context, certFile, keyFile string) (*tls.Config, error) {
+	content, err := dynamiccertificates.NewDynamicServingContentFromFiles("serving-cert", certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("serving certificate --tls-cert-file=%s --tls-key-file=%s: %w", certFile, keyFile, err)
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
+	ctrl := dynamiccertificates.NewDynamicServingCertificateController(cfg, nil, content, nil, nil)
+	content.AddListener(ctrl)
+	if err := ctrl.RunOnce(); err != nil {
+		return nil, fmt.Errorf("serving certificate %s: %w", certFile, err)
+	}
+	go content.Run(ctx, 1)
+	go ctrl.Run(1, ctx.Done())
+	cfg.GetConfigForClient = ctrl.GetConfigForClient
+	return cfg, nil
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

@@ -210,6 +210,9 @@ func (c Config) controlPlane(cr credentials, wt webhookTLS) []component {
 				"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 				"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
 				"--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
+				// Webhooks named by Service reach a ready endpoint of its
+				// EndpointSlices (no kube-proxy here to route a cluster IP).
+				"--enable-aggregator-routing=true",
 				"--profiling=false", "--v=0"}},
 			port:  p.APIServer,
 			ready: httpOK(fmt.Sprintf("https://127.0.0.1:%d/readyz", p.APIServer), cr.token, "ok"),

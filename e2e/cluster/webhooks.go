@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +21,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/volcano-vgpu/volcano-vgpu/admission"
+	"github.com/volcano-vgpu/volcano-vgpu/api"
 )
 
 // Volcano's admission webhooks, served by vc-webhook-manager on 127.0.0.1.
@@ -148,7 +152,9 @@ func (c Config) ensureWebhookConfigs(ctx context.Context, kube kubernetes.Interf
 			Rules: []admissionv1.RuleWithOperations{{Operations: []admissionv1.OperationType{admissionv1.Create},
 				Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
 			FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
-			NamespaceSelector: nsSel, TimeoutSeconds: &timeout}},
+			MatchConditions: admission.MatchConditions(api.DefaultResourceNames()), ObjectSelector: admission.OptOutSelector(),
+			NamespaceSelector: &metav1.LabelSelector{MatchExpressions: append(slices.Clone(nsSel.MatchExpressions), admission.OptOutSelector().MatchExpressions...)},
+			TimeoutSeconds:    &timeout}},
 	}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("webhook configuration %s: %w", AdmissionName, err)

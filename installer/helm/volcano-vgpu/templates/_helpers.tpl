@@ -1,14 +1,23 @@
 {{/* Names and labels. */}}
+{{- define "volcano-vgpu.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "volcano-vgpu.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "volcano-vgpu.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 50 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
 {{- define "volcano-vgpu.labels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "volcano-vgpu.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
@@ -18,7 +27,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{/* selectorLabels: pass (list $ "component"). */}}
 {{- define "volcano-vgpu.selectorLabels" -}}
 {{- $ := index . 0 -}}
-app.kubernetes.io/name: {{ $.Chart.Name }}
+app.kubernetes.io/name: {{ include "volcano-vgpu.name" $ }}
 app.kubernetes.io/instance: {{ $.Release.Name }}
 app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
@@ -27,8 +36,41 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- $ := index . 0 -}}
 {{- $img := index . 1 -}}
 {{- $repo := $img.repository -}}
-{{- with $.Values.imageRegistry }}{{ $repo = printf "%s/%s" (trimSuffix "/" .) $repo }}{{ end -}}
+{{- $registry := $.Values.imageRegistry | default (($.Values.global | default dict).imageRegistry) -}}
+{{- with $registry }}{{ $repo = printf "%s/%s" (trimSuffix "/" .) $repo }}{{ end -}}
+{{- if $img.digest -}}
+{{- printf "%s@%s" $repo $img.digest -}}
+{{- else -}}
 {{- printf "%s:%s" $repo (default $.Chart.AppVersion $img.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* seconds is a Go duration ("1m30s", "1.5h") in seconds, or -1 when it
+     is not one. Pass the value. */}}
+{{- define "volcano-vgpu.seconds" -}}
+{{- $s := toString . -}}
+{{- if not (regexMatch "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$" $s) -}}
+-1
+{{- else -}}
+{{- $unit := dict "ns" 0.000000001 "us" 0.000001 "µs" 0.000001 "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 -}}
+{{- $total := 0.0 -}}
+{{- range regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h)" $s -1 -}}
+{{- $n := regexFind "^[0-9]+(\\.[0-9]+)?" . -}}
+{{- $total = addf $total (mulf (float64 $n) (get $unit (trimPrefix $n .))) -}}
+{{- end -}}
+{{- $total -}}
+{{- end -}}
+{{- end -}}
+
+{{/* durationAtLeast fails unless value is a duration of at least min
+     seconds (and at most max seconds when max >= 0).
+     Pass (list "path" value min max "what the binary says"). */}}
+{{- define "volcano-vgpu.duration" -}}
+{{- $path := index . 0 -}}{{ $v := index . 1 -}}{{ $min := index . 2 | float64 -}}{{ $max := index . 3 | float64 -}}
+{{- $sec := include "volcano-vgpu.seconds" $v | float64 -}}
+{{- if or (lt $sec 0.0) (lt $sec $min) (and (ge $max 0.0) (gt $sec $max)) -}}
+{{- fail (printf "values: %s must be %s, got %v" $path (index . 4) $v) -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "volcano-vgpu.schedulerName" -}}
@@ -159,4 +201,12 @@ vgpu.resource.cores: {{ .Values.resourceNames.cores }}
 - expression: object.spec == oldObject.spec
   message: the device plugin may not change a spec
   reason: Forbidden
+{{- end -}}
+
+{{/* The admission webhook's match condition (admission.MatchConditions in Go). */}}
+{{- define "volcano-vgpu.admissionMatch" -}}
+{{- $n := .Values.resourceNames -}}
+{{- $list := printf "['%s', '%s', '%s', '%s']" $n.number $n.memory $n.memoryPercentage $n.cores -}}
+{{- $asks := printf "c.?resources.?limits.orValue({}).exists(r, r in %s) || c.?resources.?requests.orValue({}).exists(r, r in %s)" $list $list -}}
+object.metadata.?annotations.orValue({}).exists(k, k.startsWith('volcano-vgpu.io/') || k.startsWith('volcano.sh/vgpu-')) || object.spec.containers.exists(c, {{ $asks }}) || object.spec.?initContainers.orValue([]).exists(c, {{ $asks }})
 {{- end -}}
