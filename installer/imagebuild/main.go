@@ -70,7 +70,7 @@ func run(args []string) error {
 	}
 	var lines []string
 	for _, s := range specs {
-		ref, err := name.NewTag(*prefix+"/"+s.name+":"+*tag)
+		ref, err := name.NewTag(*prefix + "/" + s.name + ":" + *tag)
 		if err != nil {
 			return fmt.Errorf("image reference from -prefix %q and -tag %q: %w (IMAGE_REGISTRY is REGISTRY[/PROJECT], IMAGE_TAG a tag)", *prefix, *tag, err)
 		}
