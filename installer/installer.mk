@@ -53,10 +53,11 @@ SOURCE_DATE_EPOCH ?= 0
 LIBC6_VERSION     ?=
 CACERTS_VERSION   ?=
 CRANE_VERSION     ?= v0.20.6
+IMAGEBUILD_FLAGS  ?=
 IMAGE_GOBUILD     := $(GO) build -trimpath -buildvcs=false -ldflags "-s -w -buildid="
 
 images: images-bin images-debs
-	cd installer/imagebuild && SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run . \
+	cd installer/imagebuild && SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run . $(IMAGEBUILD_FLAGS) \
 	  -bin $(IMAGES_BIN) -prefix $(IMAGE_PREFIX) -tag $(IMAGE_TAG) -out $(IMAGES_OUT) \
 	  -libc6 $(IMAGES_DEBS)/libc6.tar -libc6-version "$$(cat $(IMAGES_DEBS)/libc6.version)" \
 	  -ca-certificates $(IMAGES_DEBS)/ca-certificates.tar -ca-certificates-version "$$(cat $(IMAGES_DEBS)/ca-certificates.version)"

@@ -120,3 +120,23 @@ func compressedSize(img v1.Image) (int64, error) {
 func writeIndex(out string, lines []string) error {
 	return os.WriteFile(filepath.Join(out, "images.txt"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
 }
+
+// writeRootfs stores img's files, its layers applied in order, as
+// <out>/rootfs/<name>.tar.
+func writeRootfs(out, imgName string, img v1.Image) error {
+	dir := filepath.Join(out, "rootfs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, imgName+".tar"))
+	if err != nil {
+		return err
+	}
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	if _, err := io.Copy(f, rc); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", f.Name(), err)
+	}
+	return f.Close()
+}

@@ -43,6 +43,7 @@ func run(args []string) error {
 	tag := fs.String("tag", "", "image tag (the chart's appVersion)")
 	out := fs.String("out", "", "output directory")
 	arch := fs.String("arch", runtime.GOARCH, "architecture the binaries were built for")
+	rootfs := fs.Bool("rootfs", false, "also write <out>/rootfs/<name>.tar, each image's files as one tar (the Dockerfiles copy them onto scratch)")
 	epoch := fs.String("source-date-epoch", os.Getenv("SOURCE_DATE_EPOCH"), "time stamp of every file and of the images, in seconds since the epoch (default $SOURCE_DATE_EPOCH, else 0)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -81,6 +82,11 @@ func run(args []string) error {
 		line, err := write(*out, s.name, ref, img)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		if *rootfs {
+			if err := writeRootfs(*out, s.name, img); err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
 		}
 		fmt.Println(line)
 		lines = append(lines, line)
