@@ -175,14 +175,21 @@ func glibcEntries(dataTar string) ([]layer.Entry, error) {
 		return nil, err
 	}
 	loader := false
+	var usrLib []layer.Entry
 	for _, e := range entries {
 		if strings.HasPrefix(path.Base(e.Path), "ld-linux") {
 			loader = true
+		}
+		// The container runtime mounts the NVIDIA libraries into
+		// /usr/lib/<triplet>, a directory the loader searches by default.
+		if e.Type == layer.Dir && path.Dir(e.Path) == "lib" && strings.Contains(e.Path, "-linux-gnu") {
+			usrLib = append(usrLib, layer.Entry{Path: "usr/" + e.Path, Type: layer.Dir, Mode: 0o755})
 		}
 	}
 	if !loader {
 		return nil, fmt.Errorf("%s has no dynamic loader (ld-linux*) under /lib or /lib64: expected the data of Debian's libc6 package (dpkg-deb --fsys-tarfile)", dataTar)
 	}
+	entries = append(entries, usrLib...)
 	return append(entries,
 		layer.Entry{Path: "/etc/ld.so.conf", Data: []byte("include /etc/ld.so.conf.d/*.conf\n")},
 	), nil

@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -141,6 +142,7 @@ func TestImages(t *testing.T) {
 				{path: "/etc/ld.so.conf", mode: 0o644},
 				{path: "/etc/ssl/certs/ca-certificates.crt", mode: 0o644},
 				{path: "/tmp", mode: 0o1777},
+				{path: "/usr/lib/" + triplet(), mode: 0o755}, // where the runtime mounts libnvidia-ml
 			},
 			static:  []string{"/opt/volcano-vgpu/vgpu-cdi-hook"}, // runs on the host, whatever its libc
 			dynamic: []string{"/usr/local/bin/vgpu-device-plugin", "/opt/volcano-vgpu/libvcuda.so"},
@@ -194,6 +196,14 @@ func TestImages(t *testing.T) {
 			checkDigests(t, dir, tc.name, img)
 		})
 	}
+}
+
+// triplet is the Debian multiarch directory of the test's architecture.
+func triplet() string {
+	if runtime.GOARCH == "arm64" {
+		return "aarch64-linux-gnu"
+	}
+	return "x86_64-linux-gnu"
 }
 
 func openELF(t *testing.T, fsys imageFS, p string) *elf.File {
