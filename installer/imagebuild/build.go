@@ -15,17 +15,18 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/volcano-vgpu/volcano-vgpu/installer/imagebuild/layer"
 )
 
-// build assembles one image: its layers on an empty base, an OCI manifest
-// and config, every time stamp at epoch seconds.
+// build assembles one image: its layers on an empty base, every time stamp
+// at epoch seconds. It keeps Docker's manifest media types (which every
+// registry and runtime takes): a docker-archive tarball stores no manifest,
+// and the one a reader rebuilds from it (crane push) is then byte for byte
+// the one images.txt names.
 func build(s imageSpec, arch string, epoch int64) (v1.Image, error) {
 	t := time.Unix(epoch, 0).UTC()
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	img := empty.Image
 	for _, ls := range s.layers {
 		data, err := layer.Tar(ls.entries, t)
 		if err != nil {
@@ -33,14 +34,13 @@ func build(s imageSpec, arch string, epoch int64) (v1.Image, error) {
 		}
 		l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 			return io.NopCloser(bytes.NewReader(data)), nil
-		}, tarball.WithMediaType(types.OCILayer))
+		})
 		if err != nil {
 			return nil, fmt.Errorf("layer %q: %w", ls.name, err)
 		}
 		img, err = mutate.Append(img, mutate.Addendum{
-			Layer:     l,
-			History:   v1.History{Created: v1.Time{Time: t}, CreatedBy: "imagebuild: " + ls.name},
-			MediaType: types.OCILayer,
+			Layer:   l,
+			History: v1.History{Created: v1.Time{Time: t}, CreatedBy: "imagebuild: " + ls.name},
 		})
 		if err != nil {
 			return nil, fmt.Errorf("layer %q: %w", ls.name, err)
@@ -96,7 +96,7 @@ func write(out, imgName string, ref name.Tag, img v1.Image) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%s %s %d", ref.Name(), digest, size), nil
+	return fmt.Sprintf("%s %s %d", ref, digest, size), nil
 }
 
 // compressedSize is what a registry stores: the layers as pushed, plus the
