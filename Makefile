@@ -38,6 +38,7 @@ deps:
 	$(GO) mod download
 	cd e2e/tools && $(GO) mod download
 	cd e2e/bench && $(GO) mod download
+	cd installer/imagebuild && $(GO) mod download
 
 # A binary is replaced only when its bytes change, so `make cluster` restarts
 # exactly the processes whose code changed (it compares binary and pid file times).
@@ -119,6 +120,7 @@ vet:
 	$(GO) vet -tags e2e ./e2e/...
 	cd e2e/tools && $(GO) vet ./...
 	cd e2e/bench && $(GO) vet ./...
+	cd installer/imagebuild && $(GO) vet ./...
 
 # Unit tests, fuzz seed corpora included (go test runs them as tests).
 # The compute controller's closed-loop tests run libvcuda and the fake driver.
@@ -126,6 +128,7 @@ unit: limiter
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v '/device-plugin/compute$$')
 	$(GO) test -count=1 -timeout 25m ./device-plugin/compute/   # real-time closed loop (minutes): not beside the others
 	cd e2e/bench && $(GO) test -count=1 ./...
+	cd installer/imagebuild && $(GO) test -count=1 ./...   # image inspection skips: make images-test
 
 # The C suite in plain, ASan+UBSan and TSan builds, then the closed loop with
 # the node's controller on the sanitized limiter builds.

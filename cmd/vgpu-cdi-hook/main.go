@@ -9,6 +9,11 @@
 // entries of the image's own /etc/ld.so.preload (package
 // device-plugin/preloadhook). A failure fails the container's creation with
 // the message, rather than running it without the image's preload.
+//
+// The device plugin's init container installs the limiter and this hook on
+// the host with the same binary (the image has no shell):
+//
+//	vgpu-cdi-hook install --from=/opt/volcano-vgpu --to=<host limiter directory>
 package main
 
 import (
@@ -28,8 +33,11 @@ func main() {
 }
 
 func run(args []string, stdin io.Reader) error {
+	if len(args) > 0 && args[0] == installSubcommand {
+		return runInstall(args[1:], os.Stdout)
+	}
 	if len(args) == 0 || args[0] != preloadhook.Subcommand {
-		return fmt.Errorf("usage: vgpu-cdi-hook %s --file=PATH --library=PATH (OCI state on stdin)", preloadhook.Subcommand)
+		return fmt.Errorf("usage: vgpu-cdi-hook %s --file=PATH --library=PATH (OCI state on stdin), or vgpu-cdi-hook %s --from=DIR --to=DIR", preloadhook.Subcommand, installSubcommand)
 	}
 	fs := flag.NewFlagSet("vgpu-cdi-hook "+preloadhook.Subcommand, flag.ContinueOnError)
 	var a preloadhook.Args
