@@ -148,20 +148,15 @@ func (h *host) solo(ctx context.Context, p *program, work string, secs float64) 
 }
 
 // newRunner is the node's compute controller on the real NVML, as the device
-// plugin runs it: the check's only use of compute.Runner. With
-// VGPU_COMPUTE_ATTRIBUTION=1 in its environment it also calibrates each
-// tenant's cost from NVML's per-process samples (owners maps the tenants' host
-// pids to their keys, as the node does through cgroups): not on in the device
-// plugin yet (issue 21), measured here to decide.
+// plugin runs it: the check's only use of compute.Runner. owners maps the
+// tenants' host pids to their keys (the node does it through cgroups), so the
+// controller calibrates each tenant's cost from NVML's per-process samples.
 func newRunner(lib nvml.Interface, list func() ([]compute.Tenancy, error), owners func() map[int]string) *compute.Runner {
-	r := &compute.Runner{Source: &compute.NVMLSource{Lib: lib}, Clock: compute.Monotonic, List: list}
-	if os.Getenv("VGPU_COMPUTE_ATTRIBUTION") != "" {
-		r.Owners = func(pid uint32) (string, bool) {
+	return &compute.Runner{Source: &compute.NVMLSource{Lib: lib}, Clock: compute.Monotonic, List: list,
+		Owners: func(pid uint32) (string, bool) {
 			key, ok := owners()[int(pid)]
 			return key, ok
-		}
-	}
-	return r
+		}}
 }
 
 // shares runs one tenant per spec together under the node controller and

@@ -328,7 +328,7 @@ func run(t *testing.T, specs []tenantSpec, stopControllerAfter time.Duration) ou
 	defer cancel()
 	ctlCtx, stopCtl := context.WithCancel(ctx)
 	defer stopCtl()
-	r := &Runner{Source: src, Clock: Monotonic, List: func() ([]Tenancy, error) {
+	r := &Runner{Source: src, Clock: Monotonic, Owners: own.lookup, List: func() ([]Tenancy, error) {
 		var out []Tenancy
 		for _, tr := range runs {
 			if tr.own {
@@ -508,24 +508,7 @@ func graph(name string, cores int) tenantSpec {
 // TestClosedLoopDifferentPrograms: tenants that start together and never run
 // alone, whose cost per unit differs: only a measurement of each one's GPU
 // time (per-process samples mapped to tenants) splits the GPU right.
-// attribution: the scenarios run the controller with per-process calibration
-// (Runner.Owners) only with VGPU_COMPUTE_ATTRIBUTION=1. It is not on in the
-// device plugin yet: on the fake driver it still misses some cases (issue 21
-// is open: CUDA graphs beside plain launches 84 + 16 for 30 + 60, a lone 10%
-// tenant starved, the fallback rate after the controller dies), so the
-// default suite tests what ships, and the cases that need per-process
-// calibration run only where it is asked for.
-func attribution() bool { return os.Getenv("VGPU_COMPUTE_ATTRIBUTION") != "" }
-
-func needsAttribution(t *testing.T) {
-	t.Helper()
-	if !attribution() {
-		t.Skip("per-process calibration is not on in the device plugin yet; VGPU_COMPUTE_ATTRIBUTION=1 runs it (issue 21)")
-	}
-}
-
 func TestClosedLoopDifferentPrograms(t *testing.T) {
-	needsAttribution(t)
 	if testing.Short() {
 		t.Skip("closed loop on the fake driver: seconds per scenario")
 	}
@@ -560,7 +543,6 @@ func TestClosedLoopDifferentPrograms(t *testing.T) {
 // tenant owns it) takes a fifth of the GPU; the tenants share what it leaves
 // of the headroom in proportion to their targets, and it is reported.
 func TestClosedLoopForeignLoad(t *testing.T) {
-	needsAttribution(t)
 	if testing.Short() {
 		t.Skip("closed loop on the fake driver: seconds per scenario")
 	}
