@@ -51,7 +51,7 @@
  * per-process sample over a second is computed from what ran, not cut at the ring's start */
 #define FK_RING (1 << 18)
 #define FK_PIDS 64
-#define FK_MAGIC 0x32504746u /* "FGP2": pid slots keyed by (pid, pid namespace) with memory; bump on any layout change */
+#define FK_MAGIC 0x55504746u /* "FGPU" */
 #define FK_MAX_CTX 64 /* contexts a process may create at once */
 #define FK_MAX_PEEK 256 /* state files the query API may map */
 
@@ -81,7 +81,7 @@ struct fk_state { /* shared file layout */
 	struct fk_pidslot pids[FK_PIDS];
 	struct fk_kern ring[FK_RING];
 };
-_Static_assert(sizeof(struct fk_pidslot) == 32, "fk_pidslot is part of the state file layout");
+_Static_assert(sizeof(struct fk_pidslot) == 16, "fk_pidslot is part of the state file layout");
 
 struct fk_dev {
 	char uuid[64];
