@@ -37,7 +37,7 @@
 #define FK_MAX_DEV 16
 #define FK_RING 16384
 #define FK_PIDS 64
-#define FK_MAGIC 0x55504746u /* "FGPU" */
+#define FK_MAGIC 0x32504746u /* "FGP2": pid slots keyed by (pid, pid namespace) with memory; bump on any layout change */
 #define FK_MAX_CTX 64 /* contexts a process may create at once */
 #define FK_MAX_PEEK 256 /* state files the query API may map */
 
