@@ -57,26 +57,17 @@ func memPaths(program string) []string {
 	return nil
 }
 
-// Planned time per row on an H100 (process start included: importing
-// PyTorch and opening a context take 3-5 s, CuPy 2-3 s, the probe < 1 s).
-func contextBudget(program string) time.Duration {
+// budgets is the planned time of a program's context row and of each of its
+// memory rows on an H100, process start included (importing PyTorch and
+// opening a context take 3-5 s, CuPy 2-3 s, the probe < 1 s).
+func budgets(program string) (context, memory time.Duration) {
 	switch program {
 	case "pytorch":
-		return 8 * time.Second
+		return 8 * time.Second, 10 * time.Second
 	case "cupy":
-		return 6 * time.Second
+		return 6 * time.Second, 8 * time.Second
 	}
-	return 3 * time.Second
-}
-
-func memoryBudget(program string) time.Duration {
-	switch program {
-	case "pytorch":
-		return 10 * time.Second
-	case "cupy":
-		return 8 * time.Second
-	}
-	return 4 * time.Second
+	return 3 * time.Second, 4 * time.Second
 }
 
 // shareBudget: the tenants run secs; each start adds about a second beside
@@ -130,12 +121,14 @@ func plan(o options) []row {
 		switch g {
 		case "context":
 			for _, p := range o.use {
-				rows = append(rows, row{Group: g, Name: "context " + p, Kind: kindContext, Program: p, Budget: contextBudget(p)})
+				ctxBudget, _ := budgets(p)
+				rows = append(rows, row{Group: g, Name: "context " + p, Kind: kindContext, Program: p, Budget: ctxBudget})
 			}
 		case "memory":
 			for _, p := range o.use {
+				_, memBudget := budgets(p)
 				for _, path := range memPaths(p) {
-					rows = append(rows, row{Group: g, Name: p + "/" + path, Kind: kindMemory, Program: p, Path: path, Budget: memoryBudget(p)})
+					rows = append(rows, row{Group: g, Name: p + "/" + path, Kind: kindMemory, Program: p, Path: path, Budget: memBudget})
 				}
 			}
 		case "single":

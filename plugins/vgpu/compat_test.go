@@ -17,12 +17,6 @@ import (
 // the annotation.
 
 func TestSessionVolcanoAnnotationsHonoured(t *testing.T) {
-	nodes := func(t *testing.T) []*corev1.Node {
-		return []*corev1.Node{
-			newGPUNode("a100", "NVIDIA A100-SXM4-80GB", 2, 81920).obj(t),
-			newGPUNode("l4", "NVIDIA L4", 2, 23034).obj(t),
-		}
-	}
 	tests := []struct {
 		name     string
 		anno     map[string]string
@@ -49,25 +43,7 @@ func TestSessionVolcanoAnnotationsHonoured(t *testing.T) {
 			wantNode: "l4"},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			b := newPod("ns", "p").group("pg").gpus(1, 4096, 10)
-			for k, v := range tc.anno {
-				b.annotate(k, v)
-			}
-			runSession(t, sessionCase{
-				TestCommonStruct: uthelper.TestCommonStruct{
-					Name: tc.name, Nodes: nodes(t),
-					Pods: []*corev1.Pod{b.obj()}, PodGroups: []*schedulingv1beta1.PodGroup{podGroup("pg", 1)},
-					ExpectBindMap: map[string]string{"ns/p": tc.wantNode}, ExpectBindsNum: 1,
-				},
-				check: func(t *testing.T, r *sessionRun) {
-					got := uuids(assignments(t, r, "ns")["p"])
-					if len(got) != 1 || !strings.HasPrefix(got[0], "GPU-"+tc.wantNode+"-") || (tc.wantGPU != "" && got[0] != tc.wantGPU) {
-						t.Errorf("assigned %v, want one GPU of %s %s", got, tc.wantNode, tc.wantGPU)
-					}
-				},
-			})
-		})
+		t.Run(tc.name, func(t *testing.T) { bindsOneGPU(t, tc.name, tc.anno, tc.wantNode, tc.wantGPU) })
 	}
 }
 

@@ -117,12 +117,6 @@ func TestSessionNodePolicy(t *testing.T) {
 }
 
 func TestSessionGPUFilters(t *testing.T) {
-	nodes := func(t *testing.T) []*corev1.Node {
-		return []*corev1.Node{
-			newGPUNode("a100", "NVIDIA A100-SXM4-80GB", 2, 81920).obj(t),
-			newGPUNode("l4", "NVIDIA L4", 2, 23034).obj(t),
-		}
-	}
 	tests := []struct {
 		name     string
 		anno     map[string]string
@@ -138,25 +132,7 @@ func TestSessionGPUFilters(t *testing.T) {
 		{name: "UUID exclude", anno: map[string]string{api.GPUUUIDExcludeKey: "GPU-a100-0,GPU-a100-1,GPU-l4-0"}, wantNode: "l4", wantGPU: "GPU-l4-1"},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			b := newPod("ns", "p").group("pg").gpus(1, 4096, 10)
-			for k, v := range tc.anno {
-				b.annotate(k, v)
-			}
-			runSession(t, sessionCase{
-				TestCommonStruct: uthelper.TestCommonStruct{
-					Name: tc.name, Nodes: nodes(t),
-					Pods: []*corev1.Pod{b.obj()}, PodGroups: []*schedulingv1beta1.PodGroup{podGroup("pg", 1)},
-					ExpectBindMap: map[string]string{"ns/p": tc.wantNode}, ExpectBindsNum: 1,
-				},
-				check: func(t *testing.T, r *sessionRun) {
-					got := uuids(assignments(t, r, "ns")["p"])
-					if len(got) != 1 || !strings.HasPrefix(got[0], "GPU-"+tc.wantNode+"-") || (tc.wantGPU != "" && got[0] != tc.wantGPU) {
-						t.Errorf("assigned %v, want one GPU of %s %s", got, tc.wantNode, tc.wantGPU)
-					}
-				},
-			})
-		})
+		t.Run(tc.name, func(t *testing.T) { bindsOneGPU(t, tc.name, tc.anno, tc.wantNode, tc.wantGPU) })
 	}
 }
 
@@ -380,4 +356,31 @@ func mapKeys(m map[schedapi.TaskID]placement.Placement) map[string]bool {
 		out[string(k)] = true
 	}
 	return out
+}
+
+// bindsOneGPU runs one pod (1 GPU, 4096 MiB, 10 cores) with the annotations
+// anno on two nodes, a100 (2 × A100 80GB) and l4 (2 × L4), and checks it is bound to one GPU of wantNode (the
+// GPU wantGPU where given).
+func bindsOneGPU(t *testing.T, name string, anno map[string]string, wantNode, wantGPU string) {
+	t.Helper()
+	b := newPod("ns", "p").group("pg").gpus(1, 4096, 10)
+	for k, v := range anno {
+		b.annotate(k, v)
+	}
+	runSession(t, sessionCase{
+		TestCommonStruct: uthelper.TestCommonStruct{
+			Name: name, Nodes: []*corev1.Node{
+				newGPUNode("a100", "NVIDIA A100-SXM4-80GB", 2, 81920).obj(t),
+				newGPUNode("l4", "NVIDIA L4", 2, 23034).obj(t),
+			},
+			Pods: []*corev1.Pod{b.obj()}, PodGroups: []*schedulingv1beta1.PodGroup{podGroup("pg", 1)},
+			ExpectBindMap: map[string]string{"ns/p": wantNode}, ExpectBindsNum: 1,
+		},
+		check: func(t *testing.T, r *sessionRun) {
+			got := uuids(assignments(t, r, "ns")["p"])
+			if len(got) != 1 || !strings.HasPrefix(got[0], "GPU-"+wantNode+"-") || (wantGPU != "" && got[0] != wantGPU) {
+				t.Errorf("assigned %v, want one GPU of %s %s", got, wantNode, wantGPU)
+			}
+		},
+	})
 }
