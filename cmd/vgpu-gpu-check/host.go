@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -244,11 +245,7 @@ func (s *rootSet) add(pid int, key string) {
 func (s *rootSet) snapshot() map[int]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[int]string, len(s.m))
-	for k, v := range s.m {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(s.m)
 }
 
 // pidSampler averages NVML's per-process SM utilization per tenant over the
