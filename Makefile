@@ -126,7 +126,7 @@ vet:
 # The compute controller's closed-loop tests run libvcuda and the fake driver.
 unit: limiter
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v '/device-plugin/compute$$')
-	$(GO) test -count=1 ./device-plugin/compute/   # real-time closed loop: not beside the others
+	$(GO) test -count=1 -timeout 25m ./device-plugin/compute/   # real-time closed loop (minutes): not beside the others
 	cd e2e/bench && $(GO) test -count=1 ./...
 	cd installer/imagebuild && $(GO) test -count=1 ./...   # image inspection skips: make images-test
 

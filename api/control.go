@@ -153,6 +153,15 @@ func ReadControl(b []byte, i int) (ControlDevice, uint64) {
 	}, le.Uint64(b[base:])
 }
 
+// WriteUsage writes device i of a usage report image (libvcuda writes the
+// real ones; tests forge them).
+func WriteUsage(b []byte, i int, u UsageDevice) {
+	base := controlHeaderSize + i*controlDeviceSize
+	le := binary.LittleEndian
+	le.PutUint64(b[base:], u.Launched)
+	le.PutUint64(b[base+usageOffWaits:], u.Waits)
+}
+
 // ReadUsage reads device i of a usage report image (validate it with
 // CheckUsage first).
 func ReadUsage(b []byte, i int) UsageDevice {

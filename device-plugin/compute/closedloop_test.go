@@ -21,12 +21,17 @@ import (
 )
 
 // The closed loop on the fake driver (vcuda/fake), which models a real H100's
-// NVML: device utilization ~10 samples/s, per-process samples once a second,
-// noisy and keyed by pids that are not the container's. Each tenant is an
-// emulated container (its config, control file and shared dir) running the
-// workload tool with libvcuda.so preloaded; the controller runs in this test
-// process over go-nvml loading the fake libnvidia-ml.so.1. Shares are the fake
-// driver's own accounting of each process's GPU time (workload util_share).
+// NVML: device utilization ~10 samples/s, late and averaged over a longer
+// window; per-process samples once a second, off by up to 20 points, keyed by
+// host pids; GPU time per block that is the program's, not its launch shape's.
+// Each tenant is an emulated container (its config, control file and shared
+// dir) running the workload tool with libvcuda.so preloaded; the controller
+// runs in this test process over go-nvml loading the fake libnvidia-ml.so.1,
+// and maps the host pids of the processes it started to their tenants (the
+// node's pid -> cgroup -> container resolver in production). A foreign
+// process runs the workload without the preload and belongs to no tenant.
+// Shares are the fake driver's own accounting of each process's GPU time
+// (workload util_share).
 
 // vcudaBuild is the limiter build the containers run (VCUDA_BUILD, default
 // vcuda/_build; make ctest also runs the sanitizer builds). The controller's
@@ -71,12 +76,15 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	uuid := fmt.Sprintf("GPU-%08x-0000-4000-8000-000000000001", os.Getpid())
+	// Device samples arrive 50 ms late (the fake's default is on time).
 	shared.gpu = &fakeGPU{uuid: uuid, dir: dir,
-		env: []string{"FAKEGPU_DEVICES=" + uuid + ":16384", "FAKEGPU_DIR=" + dir}}
+		env: []string{"FAKEGPU_DEVICES=" + uuid + ":16384", "FAKEGPU_DIR=" + dir, "FAKEGPU_SAMPLE_DELAY_US=50000"}}
 	for _, kv := range shared.gpu.env {
 		k, v, _ := strings.Cut(kv, "=")
 		os.Setenv(k, v)
 	}
+	// The controller is the node: it sees host pids as they are.
+	os.Setenv("FAKEGPU_NVML_PID_OFFSET", "0")
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -107,10 +115,16 @@ type tenantSpec struct {
 	container string // run in this tenant's container (a second process, or a restart); "" = its own
 	cores     int    // 0: memory only (best effort)
 	policy    api.ComputePolicy
-	grid      int // blocks per kernel (fake: 1 µs per block)
+	grid      int // blocks per kernel (fake: 1 µs per block unless nsPerBlock)
 	block     int // threads per block: sets the cost estimate (blocks × warps) against the fake's time
 	start     time.Duration
 	secs      float64
+	// the program: GPU ns per block (0: the fake's 1000), kernels per CUDA
+	// graph launch (0: plain launches), KiB memset after each launch
+	nsPerBlock, graph, memsetKiB int
+	duty                         float64 // foreign: GPU busy fraction it holds itself to
+	foreign                      bool    // no libvcuda, no container: foreign load
+	rewind                       bool    // something in the container rewinds its launched counter every second
 }
 
 type tenantRun struct {
@@ -120,6 +134,26 @@ type tenantRun struct {
 	own     bool // first run of its container: listed to the controller
 	share   float64
 	err     error
+}
+
+// owners maps the host pids of the processes a scenario started to their
+// tenants, as the node's resolver does by cgroup.
+type owners struct {
+	mu  sync.Mutex
+	pid map[uint32]string
+}
+
+func (o *owners) set(pid int, key string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.pid[uint32(pid)] = key
+}
+
+func (o *owners) lookup(pid uint32) (string, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	k, ok := o.pid[pid]
+	return k, ok
 }
 
 func (g *fakeGPU) tenant(t *testing.T, s tenantSpec) *tenantRun {
@@ -161,7 +195,7 @@ func (g *fakeGPU) tenant(t *testing.T, s tenantSpec) *tenantRun {
 		ControlPath: ctl, UsagePath: filepath.Join(shared, api.UsageFile)}}
 }
 
-func (g *fakeGPU) run(ctx context.Context, tr *tenantRun) {
+func (g *fakeGPU) run(ctx context.Context, tr *tenantRun, own *owners) {
 	s := tr.spec
 	select {
 	case <-time.After(s.start):
@@ -169,17 +203,39 @@ func (g *fakeGPU) run(ctx context.Context, tr *tenantRun) {
 		tr.err = ctx.Err()
 		return
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(g.build, "workload"), "--seconds", fmt.Sprint(s.secs),
-		"--grid", fmt.Sprint(s.grid), "--block", fmt.Sprint(s.block), "--chunk-mib", "64", "--max-alloc-mib", "64")
+	args := []string{"--seconds", fmt.Sprint(s.secs), "--grid", fmt.Sprint(s.grid), "--block", fmt.Sprint(s.block),
+		"--chunk-mib", "64", "--max-alloc-mib", "64"}
+	for _, f := range []struct {
+		flag string
+		v    float64
+	}{{"--ns-per-block", float64(s.nsPerBlock)}, {"--graph", float64(s.graph)}, {"--memset-kib", float64(s.memsetKiB)}, {"--duty", s.duty}} {
+		if f.v > 0 {
+			args = append(args, f.flag, fmt.Sprint(f.v))
+		}
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(g.build, "workload"), args...)
 	cmd.Env = append(os.Environ(), g.env...)
-	// Sanitizer builds: their runtime is loaded by the workload, after the
-	// preload (as the C suite runs it).
-	cmd.Env = append(cmd.Env, "LD_PRELOAD="+filepath.Join(g.build, "libvcuda.so"),
-		"LD_LIBRARY_PATH="+filepath.Join(g.build, "fake"), "VCUDA_CONFIG="+tr.cfg,
-		"ASAN_OPTIONS=verify_asan_link_order=0")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	cmd.Env = append(cmd.Env, "LD_LIBRARY_PATH="+filepath.Join(g.build, "fake"), "ASAN_OPTIONS=verify_asan_link_order=0")
+	if !s.foreign {
+		// Sanitizer builds: their runtime is loaded by the workload, after
+		// the preload (as the C suite runs it).
+		cmd.Env = append(cmd.Env, "LD_PRELOAD="+filepath.Join(g.build, "libvcuda.so"), "VCUDA_CONFIG="+tr.cfg)
+	}
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Start()
+	if err == nil {
+		if !s.foreign {
+			own.set(cmd.Process.Pid, tr.tenancy.Key)
+		}
+		if s.rewind {
+			rctx, stop := context.WithCancel(ctx)
+			go rewind(rctx, tr.tenancy.UsagePath)
+			defer stop()
+		}
+		err = cmd.Wait()
+	}
+	out := stdout.String()
 	if err != nil {
 		tr.err = fmt.Errorf("%s: %v: %s%s", s.name, err, out, stderr.String())
 		return
@@ -189,7 +245,7 @@ func (g *fakeGPU) run(ctx context.Context, tr *tenantRun) {
 		Share *float64 `json:"util_share"`
 		Error string   `json:"error"`
 	}
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		if json.Unmarshal(sc.Bytes(), &res) == nil {
 			break
@@ -202,14 +258,64 @@ func (g *fakeGPU) run(ctx context.Context, tr *tenantRun) {
 	tr.share = *res.Share * 100
 }
 
+// rewind rewinds a container's launched counter (device 0 of its usage
+// report) by half, every second, while cmd runs: what a tenant that forges
+// its report does.
+func rewind(ctx context.Context, path string) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		b, err := os.ReadFile(path)
+		if err != nil || api.CheckUsage(b, 1) != nil {
+			continue
+		}
+		u := api.ReadUsage(b, 0)
+		u.Launched /= 2
+		api.WriteUsage(b, 0, u)
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			continue
+		}
+		_, _ = f.WriteAt(b, 0)
+		f.Close()
+	}
+}
+
+// outcome is what a scenario measured: each tenant's share (percent of the
+// GPU, the fake driver's accounting), the foreign load the controller
+// reported (percent, averaged over the second half of the run) and how often
+// each tenant's counter was caught going backwards.
+type outcome struct {
+	shares  map[string]float64
+	foreign float64
+	rewinds map[string]uint64
+}
+
 // scenario runs the tenants on one fake GPU with the controller and returns
 // their measured shares (percent of the GPU), by name.
 func scenario(t *testing.T, specs []tenantSpec, stopControllerAfter time.Duration) map[string]float64 {
 	t.Helper()
+	return run(t, specs, stopControllerAfter).shares
+}
+
+func run(t *testing.T, specs []tenantSpec, stopControllerAfter time.Duration) outcome {
+	t.Helper()
 	g, src := newFakeGPU(t)
 	runs := make([]*tenantRun, len(specs))
 	byName := map[string]*tenantRun{}
+	own := &owners{pid: map[uint32]string{}}
+	var secs float64
 	for i, s := range specs {
+		secs = max(secs, s.start.Seconds()+s.secs)
+		if s.foreign {
+			runs[i] = &tenantRun{spec: s}
+			continue
+		}
 		if c := byName[s.container]; c != nil {
 			runs[i] = &tenantRun{spec: s, tenancy: c.tenancy, cfg: c.cfg}
 			continue
@@ -222,7 +328,7 @@ func scenario(t *testing.T, specs []tenantSpec, stopControllerAfter time.Duratio
 	defer cancel()
 	ctlCtx, stopCtl := context.WithCancel(ctx)
 	defer stopCtl()
-	r := &Runner{Source: src, Clock: Monotonic, List: func() ([]Tenancy, error) {
+	r := &Runner{Source: src, Clock: Monotonic, Owners: own.lookup, List: func() ([]Tenancy, error) {
 		var out []Tenancy
 		for _, tr := range runs {
 			if tr.own {
@@ -231,13 +337,25 @@ func scenario(t *testing.T, specs []tenantSpec, stopControllerAfter time.Duratio
 		}
 		return out, nil
 	}}
-	if os.Getenv("VGPU_TRACE") != "" {
-		r.Observe = func(uuid string, busy float64, ds []Decision) {
+	res := outcome{rewinds: map[string]uint64{}}
+	var foreignSum float64
+	var foreignN int
+	start := time.Now()
+	trace := os.Getenv("VGPU_TRACE") != ""
+	r.Observe = func(o Observation) {
+		if time.Since(start).Seconds() > secs/2 {
+			foreignSum += o.Foreign
+			foreignN++
+		}
+		for _, d := range o.Decisions {
+			res.rewinds[d.Key] = max(res.rewinds[d.Key], d.Rewinds)
+		}
+		if trace {
 			var b strings.Builder
-			for _, d := range ds {
-				fmt.Fprintf(&b, " %s[share %.2f meas %.3f mode %d rate %.4g fb %.4g allow %d]", d.Key, d.Share, d.Measured, d.Control.Mode, d.Control.Rate, d.Control.Fallback, d.Control.Allowance)
+			for _, d := range o.Decisions {
+				fmt.Fprintf(&b, " %s[share %.3f meas %.3f cost %.4g cal %v units %.0f mode %d rate %.4g fb %.4g allow %d]", d.Key, d.Share, d.Measured, d.Cost, d.Calibrated, d.Units, d.Control.Mode, d.Control.Rate, d.Control.Fallback, d.Control.Allowance)
 			}
-			t.Logf("busy %.3f%s", busy, b.String())
+			t.Logf("busy %.3f foreign %.3f%s", o.Busy, o.Foreign, b.String())
 		}
 	}
 	done := make(chan struct{})
@@ -248,19 +366,22 @@ func scenario(t *testing.T, specs []tenantSpec, stopControllerAfter time.Duratio
 	var wg sync.WaitGroup
 	for _, tr := range runs {
 		wg.Add(1)
-		go func() { defer wg.Done(); g.run(ctx, tr) }()
+		go func() { defer wg.Done(); g.run(ctx, tr, own) }()
 	}
 	wg.Wait()
 	stopCtl()
 	<-done
-	got := map[string]float64{}
+	res.shares = map[string]float64{}
 	for _, tr := range runs {
 		if tr.err != nil {
 			t.Fatal(tr.err)
 		}
-		got[tr.spec.name] = tr.share
+		res.shares[tr.spec.name] = tr.share
 	}
-	return got
+	if foreignN > 0 {
+		res.foreign = 100 * foreignSum / float64(foreignN)
+	}
+	return res
 }
 
 // attempts: real time on a shared 2-core machine; a launcher starved of CPU
@@ -338,15 +459,14 @@ func TestClosedLoopShares(t *testing.T) {
 		{name: "pair 50+50", specs: []tenantSpec{compute("a", 50), compute("b", 50)}, want: map[string]float64{"a": 50, "b": 50}},
 		{name: "pair 10+90", specs: []tenantSpec{compute("a", 10), compute("b", 90)}, want: map[string]float64{"a": 10, "b": 90}},
 		{name: "triple 20+30+40", specs: []tenantSpec{compute("a", 20), compute("b", 30), compute("c", 40)}, want: map[string]float64{"a": 20, "b": 30, "c": 40}},
-		{name: "cost model 8x off, learned while alone", // a: 1 warp per block, b: 8; same GPU time per block.
-			// a runs alone 3 s: its own cost needs 10 settling and 3 solo windows of 100 ms after
-			// a start that can take a second on a busy machine (1.5 s alone missed in CI: a 74, b 18)
-			specs: []tenantSpec{{name: "a", cores: 30, grid: 2000, block: 32, secs: 9}, compute("b", 60).at(3*time.Second, 6)},
+		{name: "cost model 8x off, learned while alone", // a: 1 warp per block, b: 8; same GPU time per block
+			// 12 s: the per-process samples that set the two costs apart need ~10
+			specs: []tenantSpec{{name: "a", cores: 30, grid: 2000, block: 32, secs: 12}, compute("b", 60).at(1500*time.Millisecond, 10.5)},
 			want:  map[string]float64{"a": 30, "b": 60}},
 		{name: "tiny kernels beside large ones", // a: 20 µs kernels, b: 2 ms
 			specs: []tenantSpec{{name: "a", cores: 30, grid: 20, block: 256, secs: 6}, compute("b", 60)}, want: map[string]float64{"a": 30, "b": 60}},
 		{name: "memory-only tenant gets what the shares leave", // c asked no cores: 100 - 30 - 50, scaled to the headroom
-			specs: []tenantSpec{compute("a", 30), compute("b", 50), compute("c", 0)}, want: map[string]float64{"a": 30, "b": 50, "c": 18.5}}, // c: 98.5 - 80
+			specs: []tenantSpec{compute("a", 30).at(0, 10), compute("b", 50).at(0, 10), compute("c", 0).at(0, 10)}, want: map[string]float64{"a": 30, "b": 50, "c": 18.5}}, // c: 98.5 - 80
 		{name: "a container restarts beside a neighbour", // a's first process ends at 2 s, its second runs 2.5-8 s
 			specs: []tenantSpec{compute("a", 30).at(0, 2), compute("a", 30).in("a", "a-restarted").at(2500*time.Millisecond, 5.5), compute("b", 60).at(0, 8)},
 			want:  map[string]float64{"a-restarted": 30, "b": 60}},
@@ -357,6 +477,106 @@ func TestClosedLoopShares(t *testing.T) {
 				func(got map[string]float64) bool { return near(got, tt.want, 3) })
 			within(t, got, tt.want, 3)
 		})
+	}
+}
+
+// Programs whose GPU time per block differs by orders of magnitude whatever
+// their launch shape (cost units are blocks × warps):
+//
+//	gemm:        132 blocks × 8 warps, 20 µs a block: 2.6 ms kernels, 2.5 µs per unit
+//	elementwise: 10,000 blocks × 8 warps, 0.1 µs a block: 1 ms kernels, 12.5 ns per unit
+//	tiny:        1 block × 1 warp: the 4 µs launch floor, 4 µs per unit
+//	graph:       CUDA graphs of 4 kernels of 500 blocks × 8 warps, 3 µs a block: 6 ms, 375 ns per unit
+//
+// compute (2000 blocks × 8 warps, 1 µs a block) costs 125 ns per unit.
+func gemm(name string, cores int) tenantSpec {
+	return tenantSpec{name: name, cores: cores, grid: 132, block: 256, nsPerBlock: 20000, secs: 12}
+}
+
+func elementwise(name string, cores int) tenantSpec {
+	return tenantSpec{name: name, cores: cores, grid: 10000, block: 256, nsPerBlock: 100, secs: 12}
+}
+
+func tiny(name string, cores int) tenantSpec {
+	return tenantSpec{name: name, cores: cores, grid: 1, block: 32, secs: 12}
+}
+
+func graph(name string, cores int) tenantSpec {
+	return tenantSpec{name: name, cores: cores, grid: 500, block: 256, nsPerBlock: 3000, graph: 4, secs: 12}
+}
+
+// TestClosedLoopDifferentPrograms: tenants that start together and never run
+// alone, whose cost per unit differs: only a measurement of each one's GPU
+// time (per-process samples mapped to tenants) splits the GPU right.
+func TestClosedLoopDifferentPrograms(t *testing.T) {
+	if testing.Short() {
+		t.Skip("closed loop on the fake driver: seconds per scenario")
+	}
+	long := func(s tenantSpec) tenantSpec { s.secs = 12; return s }
+	tests := []struct {
+		name  string
+		specs []tenantSpec
+		want  map[string]float64
+	}{
+		{name: "gemm 30 beside elementwise 60", specs: []tenantSpec{gemm("a", 30), elementwise("b", 60)}, want: map[string]float64{"a": 30, "b": 60}},
+		{name: "elementwise 30 beside gemm 60", specs: []tenantSpec{elementwise("a", 30), gemm("b", 60)}, want: map[string]float64{"a": 30, "b": 60}},
+		{name: "gemm 50 beside elementwise 50", specs: []tenantSpec{gemm("a", 50), elementwise("b", 50)}, want: map[string]float64{"a": 49.25, "b": 49.25}}, // 0.985 / 2
+		{name: "tiny launch-bound 30 beside compute-bound 60", specs: []tenantSpec{tiny("a", 30), long(compute("b", 60))}, want: map[string]float64{"a": 30, "b": 60}},
+		{name: "tiny launch-bound 50 beside compute-bound 50", specs: []tenantSpec{tiny("a", 50), long(compute("b", 50))}, want: map[string]float64{"a": 49.25, "b": 49.25}},
+		{name: "cost model 8x off, both start at once", // a: 1 warp per block, b: 8; same GPU time per block
+			specs: []tenantSpec{{name: "a", cores: 30, grid: 2000, block: 32, secs: 12}, long(compute("b", 60))}, want: map[string]float64{"a": 30, "b": 60}},
+		{name: "CUDA graphs beside plain launches", specs: []tenantSpec{graph("a", 30), long(compute("b", 60))}, want: map[string]float64{"a": 30, "b": 60}},
+		{name: "memsets beside plain launches", // a's memsets are GPU time its launches do not count
+			specs: []tenantSpec{func() tenantSpec { s := long(compute("a", 30)); s.memsetKiB = 1 << 20; return s }(), long(compute("b", 60))},
+			want:  map[string]float64{"a": 30, "b": 60}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := retry(t, func() map[string]float64 { return scenario(t, tt.specs, 0) },
+				func(got map[string]float64) bool { return near(got, tt.want, 3) })
+			within(t, got, tt.want, 3)
+		})
+	}
+}
+
+// TestClosedLoopForeignLoad: a process that does not load libvcuda (no
+// tenant owns it) takes a fifth of the GPU; the tenants share what it leaves
+// of the headroom in proportion to their targets, and it is reported.
+func TestClosedLoopForeignLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("closed loop on the fake driver: seconds per scenario")
+	}
+	specs := []tenantSpec{compute("a", 30).at(0, 12), compute("b", 60).at(0, 12),
+		{name: "foreign", foreign: true, grid: 200, block: 256, duty: 0.2, secs: 12}}
+	want := map[string]float64{"a": 26.2, "b": 52.3} // (98.5 - 20) × 30/90, × 60/90
+	got := retry(t, func() outcome { return run(t, specs, 0) },
+		func(o outcome) bool { return near(o.shares, want, 3) && math.Abs(o.foreign-20) <= 5 })
+	within(t, got.shares, want, 3)
+	t.Logf("fake driver: foreign process %.1f%% of the GPU, reported foreign load %.1f%%", got.shares["foreign"], got.foreign)
+	if math.Abs(got.foreign-20) > 5 {
+		t.Errorf("reported foreign load %.1f%%, want the foreign process's ~20%% (±5)", got.foreign)
+	}
+}
+
+// TestClosedLoopRewoundCounter: something in a's container rewinds its
+// launched counter every second. Each rewind is caught (an error charged as
+// what a was allowed, not a fresh start) and b keeps its share.
+func TestClosedLoopRewoundCounter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("closed loop on the fake driver: seconds per scenario")
+	}
+	a := compute("a", 30).at(0, 8)
+	a.rewind = true
+	specs := []tenantSpec{a, compute("b", 60).at(0, 8)}
+	got := retry(t, func() outcome { return run(t, specs, 0) },
+		func(o outcome) bool { return math.Abs(o.shares["b"]-60) <= 3 && o.rewinds["a"] > 0 })
+	t.Logf("fake driver: rewinding a %.1f (target 30), b %.1f (want 60), rewinds caught: a %d, b %d",
+		got.shares["a"], got.shares["b"], got.rewinds["a"], got.rewinds["b"])
+	if math.Abs(got.shares["b"]-60) > 3 {
+		t.Errorf("b got %.1f%% beside a tenant rewinding its counter, want 60 ± 3", got.shares["b"])
+	}
+	if got.rewinds["a"] == 0 || got.rewinds["b"] != 0 {
+		t.Errorf("rewinds caught: a %d, b %d; want a > 0 (rewound every second), b 0", got.rewinds["a"], got.rewinds["b"])
 	}
 }
 

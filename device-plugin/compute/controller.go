@@ -32,6 +32,9 @@ type Input struct {
 	PeriodNs float64
 	NowNs    uint64 // CLOCK_MONOTONIC, stamped into the allowances
 	Tenants  []TenantInput
+	// Measurement, when per-process samples for a window arrived since the
+	// last period (about once a second; nil otherwise and without Owners).
+	Measurement *Measurement
 }
 
 // Decision is a tenant's allowance after a period, and how its period was seen.
@@ -40,6 +43,16 @@ type Decision struct {
 	Control  api.ControlDevice
 	Share    float64 // the target this period (balance: with lent capacity)
 	Measured float64 // the busy fraction attributed to the tenant
+	// Cost is the GPU ns per launched unit the attribution used; Calibrated
+	// says it comes from the tenant's own measured GPU time (per-process
+	// samples), not only from the device-wide estimate.
+	Cost       float64
+	Calibrated bool
+	Units      float64 // cost units charged to the tenant this period
+	// Rewinds counts the periods in which the tenant's launched counter went
+	// backwards (tampering, or a report file created anew): each is charged
+	// as what the tenant was allowed.
+	Rewinds uint64
 }
 
 // Tunables of the loop.
@@ -71,6 +84,10 @@ type tenantState struct {
 	fallback                float64 // EWMA of the undithered rate that held the share
 	periods                 int     // periods with a cost estimate
 	unlimited               bool    // the last decision let it launch freely
+	cal                     calibration
+	rewinds                 uint64
+	lastCharge              uint64 // units charged in the previous period
+	rewoundAt               uint64 // the period of the last rewind
 }
 
 // GPU is the controller of one GPU. Not safe for concurrent use.
@@ -82,6 +99,16 @@ type GPU struct {
 	// the active shares leave room: the attribution is then off (work queues),
 	// and every limited tenant backs off until the GPU shows idle time again.
 	saturated int
+	foreign   foreign
+	measured  bool // attribution by measured costs (calibration.apart)
+}
+
+// Foreign is the fraction of the GPU (0..1) taken by work no tenant's
+// per-process samples explain: processes no tenant owns, and device busy
+// time beyond what every sample explains. It shrinks the headroom the
+// tenants share and is never charged to them. 0 without measurements.
+func (g *GPU) Foreign() float64 {
+	return g.foreign.fraction()
 }
 
 // NewGPU returns a controller with no history.
@@ -113,13 +140,27 @@ func (g *GPU) Step(in Input) []Decision {
 		case t.Launched >= st.lastLaunched:
 			x = t.Launched - st.lastLaunched
 			// An honest limiter never launches past its allowance by more than
-			// the bank: a larger jump is charged as what it was allowed.
-			if lim := st.allowance + uint64(st.rate*P*2) + st.boot; !st.unlimited && t.Launched > lim && lim > st.lastLaunched {
+			// the bank: a larger jump is charged as what it was allowed. Not
+			// right after a rewind: what a rewound counter let the tenant
+			// launch (local credit it had) ran on the GPU, and is its own.
+			rewound := st.rewinds > 0 && g.period <= st.rewoundAt+activeAfter
+			if lim := st.allowance + uint64(st.rate*P*2) + st.boot; !st.unlimited && !rewound && t.Launched > lim && lim > st.lastLaunched {
 				x = lim - st.lastLaunched
 			}
-		default: // the counter went backwards: a new report file; restart from it
+		default:
+			// The counter went backwards: a tenant rewinding its report (or a
+			// report file created anew). An error, charged as what it was
+			// allowed this period, never as a fresh start at no cost; the
+			// allowance continues from the new counter.
+			x = uint64(st.rate*P) + st.boot
+			if st.unlimited {
+				x = st.lastCharge
+			}
 			st.allowance = t.Launched
+			st.rewinds++
+			st.rewoundAt = g.period
 		}
+		st.lastCharge = x
 		st.seen = true
 		units[t.Key] = float64(x)
 		if x > 0 {
@@ -141,20 +182,43 @@ func (g *GPU) Step(in Input) []Decision {
 	}
 	g.est.add(in.BusyNs, P, units, steady)
 	k := g.est.fit(keys)
+	if m := in.Measurement; m != nil {
+		g.foreign.add(*m)
+		for key, mt := range m.Tenants {
+			if st := g.tenants[key]; st != nil {
+				st.cal.add(mt, m.SpanNs)
+			}
+		}
+	}
+	// Measured costs replace the device-wide ones once one tenant's stands
+	// apart from its device-wide cost by more than the samples' noise (then
+	// for good, and for every tenant measured: one basis for the split).
+	for _, key := range keys {
+		g.measured = g.measured || g.tenants[key].cal.apart(k[key])
+	}
+	calibrated := map[string]bool{}
+	for _, key := range keys {
+		if c, ok := g.tenants[key].cal.cost(); ok && g.measured {
+			k[key], calibrated[key] = c, true
+		}
+	}
+	foreign := g.Foreign()
 
-	// attribution: busy split by units weighted by each tenant's ns per unit
+	// attribution: the busy time foreign load leaves, split by units
+	// weighted by each tenant's ns per unit
+	tenantBusy := max(in.BusyNs-foreign*P, 0)
 	var sum float64
 	for _, key := range keys {
 		sum += units[key] * k[key]
 	}
-	shares := g.targets(in.Tenants)
+	shares := g.targets(in.Tenants, foreign)
 	var claimed float64
 	for _, t := range in.Tenants {
 		if t.Share < 1 && g.tenants[t.Key].idle < activeAfter {
 			claimed += shares[t.Key]
 		}
 	}
-	if in.BusyNs >= saturatedAt*P && claimed < saturatedAt {
+	if in.BusyNs >= saturatedAt*P && claimed+foreign < saturatedAt {
 		g.saturated++
 	} else {
 		g.saturated = 0
@@ -168,12 +232,13 @@ func (g *GPU) Step(in Input) []Decision {
 		st := g.tenants[t.Key]
 		a := 0.0
 		if sum > 0 {
-			a = in.BusyNs * units[t.Key] * k[t.Key] / sum
+			a = tenantBusy * units[t.Key] * k[t.Key] / sum
 		}
 		st.measured += 0.3 * (a/P - st.measured)
 		throttled := t.Waits != st.lastWaits
 		st.lastWaits, st.lastLaunched = t.Waits, t.Launched
-		d := Decision{Key: t.Key, Share: shares[t.Key], Measured: a / P}
+		d := Decision{Key: t.Key, Share: shares[t.Key], Measured: a / P, Cost: k[t.Key],
+			Calibrated: calibrated[t.Key], Rewinds: st.rewinds, Units: units[t.Key]}
 		d.Control = g.decide(t, st, in, P, a, k[t.Key], d.Share, throttled, backoff)
 		out = append(out, d)
 	}
@@ -182,8 +247,11 @@ func (g *GPU) Step(in Input) []Decision {
 
 // targets is each tenant's share this period. fixed: its share. balance:
 // its share plus what active tenants leave idle, split by share. Best effort
-// (no share asked): what active tenants with shares leave idle.
-func (g *GPU) targets(ts []TenantInput) map[string]float64 {
+// (no share asked): what active tenants with shares leave idle. Foreign load
+// (a fraction of the GPU) comes off the headroom first: shares that no longer
+// fit are scaled to what it leaves.
+func (g *GPU) targets(ts []TenantInput, foreign float64) map[string]float64 {
+	room := max(headroom-foreign, 0.05)
 	out := make(map[string]float64, len(ts))
 	var claimed, balance float64
 	var bestEffort, active int
@@ -206,7 +274,7 @@ func (g *GPU) targets(ts []TenantInput) map[string]float64 {
 			}
 		}
 	}
-	spare := max(headroom-claimed, 0) // lent out up to the headroom, never into saturation
+	spare := max(room-claimed, 0) // lent out up to the headroom, never into saturation
 	// A tenant with a share that gets less than it (by more than a point) is
 	// held back by contention, not by its allowance: best-effort tenants give
 	// way until it is served.
@@ -217,8 +285,8 @@ func (g *GPU) targets(ts []TenantInput) map[string]float64 {
 		}
 	}
 	scale := 1.0
-	if claimed > headroom {
-		scale = headroom / claimed
+	if claimed > room {
+		scale = room / claimed
 	}
 	for _, t := range ts {
 		s := t.Share

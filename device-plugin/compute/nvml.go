@@ -10,29 +10,105 @@ import (
 )
 
 // NVMLSource reads GPU-wide utilization samples (nvmlDeviceGetSamples,
-// about ten a second on an H100). Per-process samples are never used.
+// about ten a second on an H100) for the fast loop, and per-process
+// utilization samples (nvmlDeviceGetProcessUtilization, about one per
+// process a second, keyed by host pids) for the calibration.
 type NVMLSource struct {
 	Lib     nvml.Interface // initialized
 	handles map[string]nvml.Device
 	last    map[string]uint64 // newest sample timestamp seen, µs
+	procs   map[string]*procCursor
 }
 
-var _ Source = (*NVMLSource)(nil)
+type procCursor struct {
+	last uint64            // newest per-process sample timestamp seen, µs
+	pid  map[uint32]uint64 // each pid's newest sample timestamp, µs
+}
+
+var (
+	_ Source        = (*NVMLSource)(nil)
+	_ ProcessSource = (*NVMLSource)(nil)
+)
+
+// procSpanUs is the longest window a per-process sample covers (a real
+// H100 gives about one a second).
+const procSpanUs = 1_000_000
+
+func (s *NVMLSource) handle(uuid string) (nvml.Device, error) {
+	if s.handles == nil {
+		s.handles, s.last, s.procs = map[string]nvml.Device{}, map[string]uint64{}, map[string]*procCursor{}
+	}
+	if h, ok := s.handles[uuid]; ok {
+		return h, nil
+	}
+	d, ret := s.Lib.DeviceGetHandleByUUID(uuid)
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("GPU %s: handle: %v", uuid, ret)
+	}
+	s.handles[uuid] = d
+	return d, nil
+}
+
+// Processes returns the per-process samples newer than the last call's,
+// each over the time since its pid's previous sample (at most procSpanUs),
+// on CLOCK_MONOTONIC.
+func (s *NVMLSource) Processes(uuid string, mono uint64, wall time.Time) ([]ProcessSample, error) {
+	h, err := s.handle(uuid)
+	if err != nil {
+		return nil, err
+	}
+	c := s.procs[uuid]
+	if c == nil {
+		c = &procCursor{pid: map[uint32]uint64{}}
+		s.procs[uuid] = c
+	}
+	samples, ret := h.GetProcessUtilization(c.last)
+	if ret == nvml.ERROR_NOT_FOUND || (ret == nvml.ERROR_INSUFFICIENT_SIZE && len(samples) == 0) {
+		return nil, nil // no process ran since
+	}
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("GPU %s: per-process utilization: %v (needs a driver that samples per process)", uuid, ret)
+	}
+	off := float64(mono) - float64(wall.UnixNano())
+	toMono := func(us uint64) uint64 { return uint64(max(float64(us)*1000+off, 0)) }
+	first := c.last == 0
+	var out []ProcessSample
+	newest := c.last
+	for _, sm := range samples {
+		if sm.TimeStamp <= c.last {
+			continue
+		}
+		newest = max(newest, sm.TimeStamp)
+		// A sample covers the driver's sampling period (about a second), not
+		// the time since its pid's previous one: a process idle for a while
+		// is absent from the samples in between.
+		prev, ok := c.pid[sm.Pid]
+		if !ok || prev >= sm.TimeStamp || sm.TimeStamp-prev > procSpanUs {
+			prev = sm.TimeStamp - min(sm.TimeStamp, procSpanUs)
+		}
+		c.pid[sm.Pid] = sm.TimeStamp
+		if first { // what came before the controller started is history
+			continue
+		}
+		out = append(out, ProcessSample{PID: sm.Pid, StartNs: toMono(prev), EndNs: toMono(sm.TimeStamp),
+			SM: min(float64(sm.SmUtil), 100) / 100})
+	}
+	c.last = newest
+	for pid, ts := range c.pid {
+		if newest > ts+10*procSpanUs {
+			delete(c.pid, pid)
+		}
+	}
+	return out, nil
+}
 
 // Busy sums the busy time of the samples newer than the last call's. NVML
 // stamps samples with the wall clock (µs); the window is returned on
 // CLOCK_MONOTONIC (mono is now on it, wall the wall clock at the same time).
 func (s *NVMLSource) Busy(uuid string, mono uint64, wall time.Time) (Window, bool, error) {
-	if s.handles == nil {
-		s.handles, s.last = map[string]nvml.Device{}, map[string]uint64{}
-	}
-	h, ok := s.handles[uuid]
-	if !ok {
-		d, ret := s.Lib.DeviceGetHandleByUUID(uuid)
-		if ret != nvml.SUCCESS {
-			return Window{}, false, fmt.Errorf("GPU %s: handle: %v", uuid, ret)
-		}
-		h, s.handles[uuid] = d, d
+	h, err := s.handle(uuid)
+	if err != nil {
+		return Window{}, false, err
 	}
 	last := s.last[uuid]
 	vt, samples, ret := h.GetSamples(nvml.GPU_UTILIZATION_SAMPLES, last)

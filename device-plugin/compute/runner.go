@@ -29,17 +29,38 @@ type Source interface {
 // history is one container's launched counter over the last seconds, read at
 // every poll, so that the work of a sample window is read at its edges.
 type history struct {
-	t     []uint64 // ns, increasing
-	v     []uint64
-	waits uint64
-	seen  bool
+	t       []uint64 // ns, increasing
+	v       []uint64
+	waits   uint64
+	seen    bool
+	rewound uint64 // when the counter last went backwards (ns; 0: never)
+	// what the controller was last given and when: an interpolation at a
+	// later window edge never gives it less unless the counter went back
+	passed, passedAt uint64
 }
 
-const historyNs = 3e9
+// report is the counter at a window's edge x for the controller: never less
+// than what it was last given, unless the counter itself went backwards
+// since (then the step back is the controller's to see and charge).
+func (h *history) report(x, now uint64) uint64 {
+	v := h.at(x)
+	if h.rewound <= h.passedAt {
+		v = max(v, h.passed)
+	}
+	h.passed, h.passedAt = v, now
+	return v
+}
 
+const historyNs = 6e9
+
+// add records a reading. A counter that went backwards (a tenant rewinding
+// its report, or a report file created anew) starts the history again from
+// it: the controller sees the step back and charges it, and no window across
+// it calibrates the tenant's cost.
 func (h *history) add(now, launched, waits uint64) {
-	if n := len(h.v); n > 0 && launched < h.v[n-1] { // a new report file
+	if n := len(h.v); n > 0 && launched < h.v[n-1] {
 		h.t, h.v = h.t[:0], h.v[:0]
+		h.rewound = now
 	}
 	h.t, h.v, h.waits, h.seen = append(h.t, now), append(h.v, launched), waits, true
 	i := 0
@@ -94,12 +115,28 @@ type Runner struct {
 	List   func() ([]Tenancy, error) // the containers allocated on this node
 	Poll   time.Duration             // how often to look for new samples (default 20ms)
 	Clock  Clock
-	// Observe, when set, sees every decision (metrics, tests).
-	Observe func(uuid string, busy float64, d []Decision)
+	// Owners maps a host pid that NVML reports on a GPU to the tenant
+	// (Tenant.Key) whose container runs it. When set and Source is also a
+	// ProcessSource, each tenant's GPU ns per launched unit is calibrated
+	// from its processes' measured GPU time, and GPU time of processes no
+	// tenant owns is foreign load; nil: costs come from the device-wide busy
+	// time alone (solo windows and a pooled cost).
+	Owners func(hostPID uint32) (key string, ok bool)
+	// Observe, when set, sees every period's decisions (metrics, tests).
+	Observe func(Observation)
 
-	gpus  map[string]*GPU
-	files map[string]*controlMap
-	hist  map[string]*history // by usage path
+	gpus    map[string]*GPU
+	files   map[string]*controlMap
+	hist    map[string]*history // by usage path
+	samples map[string]*gpuSamples
+}
+
+// Observation is one control period of one GPU.
+type Observation struct {
+	UUID      string
+	Busy      float64 // the GPU's busy fraction in the period
+	Foreign   float64 // fraction of the GPU taken by work no tenant's samples explain (GPU.Foreign)
+	Decisions []Decision
 }
 
 // Run polls until ctx ends.
@@ -129,6 +166,7 @@ func (r *Runner) Tick(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	if r.gpus == nil {
 		r.gpus, r.files, r.hist = map[string]*GPU{}, map[string]*controlMap{}, map[string]*history{}
+		r.samples = map[string]*gpuSamples{}
 	}
 	ts, err := r.List()
 	if err != nil {
@@ -166,8 +204,10 @@ func (r *Runner) Tick(ctx context.Context) {
 	for uuid := range r.gpus {
 		if len(byGPU[uuid]) == 0 {
 			delete(r.gpus, uuid)
+			delete(r.samples, uuid)
 		}
 	}
+	procs, _ := r.Source.(ProcessSource)
 	live := map[string]bool{}
 	for uuid, list := range byGPU {
 		for _, t := range list {
@@ -178,9 +218,22 @@ func (r *Runner) Tick(ctx context.Context) {
 			logger.V(4).Info("No GPU utilization", "gpu", uuid, "err", err)
 			continue
 		}
+		gs := r.samples[uuid]
+		if gs == nil {
+			gs = &gpuSamples{}
+			r.samples[uuid] = gs
+		}
+		if r.Owners != nil && procs != nil {
+			ps, err := procs.Processes(uuid, now, wall)
+			if err != nil {
+				logger.V(4).Info("No per-process utilization", "gpu", uuid, "err", err)
+			}
+			gs.pending = append(gs.pending, ps...)
+		}
 		if !ok || w.EndNs <= w.StartNs {
 			continue
 		}
+		gs.addWindow(w)
 		busy, period := w.BusyNs, float64(w.EndNs-w.StartNs)
 		g := r.gpus[uuid]
 		if g == nil {
@@ -188,11 +241,14 @@ func (r *Runner) Tick(ctx context.Context) {
 			r.gpus[uuid] = g
 		}
 		in := Input{BusyNs: busy, PeriodNs: period, NowNs: now}
+		if r.Owners != nil {
+			in.Measurement = gs.measurement(now, r.Owners, r.unitsOf(list))
+		}
 		kept := list[:0:0]
 		for _, t := range list {
 			// the work launched by the end of the window, read at its edge
 			h := r.hist[t.UsagePath+"#"+strconv.Itoa(t.Index)]
-			rep := Report{Launched: h.at(w.EndNs), Waits: h.waits}
+			rep := Report{Launched: h.report(w.EndNs, now), Waits: h.waits}
 			in.Tenants = append(in.Tenants, TenantInput{Tenant: t.Tenant, Report: rep})
 			kept = append(kept, t)
 		}
@@ -206,8 +262,11 @@ func (r *Runner) Tick(ctx context.Context) {
 			api.PublishControl(m.b, kept[i].Index, d.Control)
 			logger.V(6).Info("Allowance", "gpu", uuid, "container", d.Key, "share", d.Share, "measured", d.Measured, "mode", d.Control.Mode, "rate", d.Control.Rate)
 		}
+		if m := in.Measurement; m != nil {
+			logger.V(5).Info("Per-process samples", "gpu", uuid, "span", m.SpanNs, "tenants", len(m.Tenants), "foreign", g.Foreign())
+		}
 		if r.Observe != nil {
-			r.Observe(uuid, busy/period, ds)
+			r.Observe(Observation{UUID: uuid, Busy: busy / period, Foreign: g.Foreign(), Decisions: ds})
 		}
 	}
 	for p, m := range r.files {
@@ -215,6 +274,27 @@ func (r *Runner) Tick(ctx context.Context) {
 			_ = m.close()
 			delete(r.files, p)
 		}
+	}
+}
+
+// unitsOf reads a tenant's launched units over [a, b] from its history; ok
+// is false when its counter went backwards since a (or it has none).
+func (r *Runner) unitsOf(list []Tenancy) func(key string, a, b uint64) (float64, bool) {
+	return func(key string, a, b uint64) (float64, bool) {
+		var sum float64
+		found := false
+		for _, t := range list {
+			if t.Key != key {
+				continue
+			}
+			h := r.hist[t.UsagePath+"#"+strconv.Itoa(t.Index)]
+			if h == nil || len(h.t) == 0 || h.rewound >= a || h.t[0] > a {
+				return 0, false
+			}
+			sum += float64(h.at(b) - h.at(a))
+			found = true
+		}
+		return sum, found
 	}
 }
 

@@ -8,7 +8,19 @@
  * fixed sample periods, like the real sampler. Environment:
  *   FAKEGPU_DEVICES      "GPU-<uuid>:<MiB>,GPU-<uuid>:<MiB>" (required), the visible devices
  *   FAKEGPU_DIR          state directory (default /tmp/fakegpu-<uid>)
- *   FAKEGPU_NS_PER_BLOCK kernel time per block (default 1000)
+ *   FAKEGPU_NS_PER_BLOCK kernel time per block (default 1000); per process, as GPU time per block
+ *                        is a property of the program (fakegpu_set_ns_per_block, workload
+ *                        --ns-per-block), not of its launch shape
+ *   FAKEGPU_LAUNCH_NS    floor of a kernel's GPU time, the launch overhead (default 4000, as
+ *                        measured for an empty kernel on an H100)
+ *   FAKEGPU_MEMSET_NS_PER_MIB  GPU time of cuMemsetD8 per MiB, a kernel on the GPU (default 1000)
+ *   FAKEGPU_MEMCPY_NS_PER_MIB  time of cuMemcpyHtoD per MiB on the copy engine, not GPU busy
+ *                        time (default 40000: PCIe at ~25 GB/s)
+ *   FAKEGPU_SAMPLE_DELAY_US    a device utilization sample is published this long after its
+ *                        period ends (default 0; the node controller's closed loop runs with 50000:
+ *                        libvcuda's local sampler does not hold its shares with late samples yet)
+ *   FAKEGPU_SAMPLE_WINDOW_US   and averages the busy time over this window, longer than the
+ *                        spacing (default 166667: NVML's 1/6 s)
  *   FAKEGPU_MAX_QUEUE_US a launch blocks while more than this much work is queued (20000)
  *   FAKEGPU_SAMPLE_US    NVML device utilization sample period (default 100000: ~10/s)
  *   FAKEGPU_PROC_SAMPLE_US   per-process utilization sample period (default 1000000)
@@ -35,7 +47,9 @@
 
 #define FK_EXPORT __attribute__((visibility("default")))
 #define FK_MAX_DEV 16
-#define FK_RING 16384
+/* kernels the timeline remembers: a second of 4 us kernels from every process, so that a
+ * per-process sample over a second is computed from what ran, not cut at the ring's start */
+#define FK_RING (1 << 18)
 #define FK_PIDS 64
 #define FK_MAGIC 0x32504746u /* "FGP2": pid slots keyed by (pid, pid namespace) with memory; bump on any layout change */
 #define FK_MAX_CTX 64 /* contexts a process may create at once */
@@ -46,6 +60,8 @@ struct fk_kern {
 	int32_t pid;
 	uint32_t pad;
 };
+
+_Static_assert(sizeof(struct fk_kern) == 24, "fk_kern is part of the state file layout");
 
 struct fk_pidslot {
 	int32_t pid;
@@ -65,6 +81,7 @@ struct fk_state { /* shared file layout */
 	struct fk_pidslot pids[FK_PIDS];
 	struct fk_kern ring[FK_RING];
 };
+_Static_assert(sizeof(struct fk_pidslot) == 16, "fk_pidslot is part of the state file layout");
 
 struct fk_dev {
 	char uuid[64];
@@ -96,6 +113,7 @@ struct fk_globals {
 	pthread_mutex_t ctx_mu;
 	uint64_t ctx_held[FK_MAX_DEV]; /* all this process's contexts hold, given back at exit */
 	uint64_t ns_per_block, max_queue_ns, sample_ns, proc_sample_ns;
+	uint64_t launch_ns, memset_ns_per_mib, memcpy_ns_per_mib, sample_delay_ns, sample_window_ns;
 	unsigned nvml_pid_offset, proc_noise;
 	char dir[512];
 	struct vc_htab allocs;       /* device pointer / VMM handle -> (dev, size) */
@@ -124,6 +142,7 @@ struct fk_state *fk_peek(const char *uuid);
 int fk_mem_take(int dev, uint64_t size);
 void fk_mem_give(int dev, uint64_t size);
 void fk_launch(int dev, uint64_t blocks);
+void fk_enqueue(int dev, uint64_t dur);
 void fk_sync(int dev);
 uint64_t fk_busy_locked(struct fk_state *s, int pid, uint64_t t);
 uint64_t fk_pidns_of(const char *proc_pid_dir);

@@ -270,7 +270,48 @@ FK_EXPORT CUresult cuMemFreeHost(void *p)
 	return CUDA_SUCCESS;
 }
 
+/* ---- memset and copies: GPU time no launch counts ---- */
+
+/* A memset is a kernel on the device: GPU busy time of the process that asked, launch
+ * overhead included. The call is asynchronous, like cuMemsetD8Async on the legacy stream. */
+FK_EXPORT CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n)
+{
+	(void)v;
+	CUR_DEV(d);
+	int dev;
+	uint64_t size;
+	if (!vc_htab_get(&fk.allocs, FK_KIND_PTR, p, &dev, &size) || dev != d || n > size)
+		return CUDA_ERROR_INVALID_VALUE;
+	uint64_t dur = (uint64_t)((double)n / (double)(1 << 20) * (double)fk.memset_ns_per_mib);
+	fk_enqueue(d, dur < fk.launch_ns ? fk.launch_ns : dur);
+	return CUDA_SUCCESS;
+}
+
+/* A host-to-device copy runs on a copy engine: it waits for the process's queued work
+ * (legacy stream order), takes wall time, and is not GPU (SM) busy time. */
+FK_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr p, const void *src, size_t n)
+{
+	(void)src;
+	CUR_DEV(d);
+	int dev;
+	uint64_t size;
+	if (!vc_htab_get(&fk.allocs, FK_KIND_PTR, p, &dev, &size) || dev != d || n > size)
+		return CUDA_ERROR_INVALID_VALUE;
+	fk_sync(d);
+	fk_sleep_ns((uint64_t)((double)n / (double)(1 << 20) * (double)fk.memcpy_ns_per_mib));
+	return CUDA_SUCCESS;
+}
+
 /* ---- test query API (not part of CUDA) ---- */
+
+/* GPU time per block of this process's kernels from now on: a property of the program. */
+FK_EXPORT int fakegpu_set_ns_per_block(uint64_t ns)
+{
+	if (fk_init() != CUDA_SUCCESS || ns == 0)
+		return -1;
+	__atomic_store_n(&fk.ns_per_block, ns, __ATOMIC_RELAXED);
+	return 0;
+}
 
 /* Cumulative GPU busy time of the given pids (all when npids == 0) up to *now_ns. */
 FK_EXPORT int fakegpu_busy_ns(const char *uuid, const int *pids, int npids, uint64_t *busy_ns,

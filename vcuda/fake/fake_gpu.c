@@ -158,6 +158,11 @@ static void init_once(void)
 	mkdir(fk.dir, 0777);
 	fk.ns_per_block = env_u64("FAKEGPU_NS_PER_BLOCK", 1000);
 	fk.max_queue_ns = env_u64("FAKEGPU_MAX_QUEUE_US", 20000) * 1000;
+	fk.launch_ns = env_u64("FAKEGPU_LAUNCH_NS", 4000);
+	fk.memset_ns_per_mib = env_u64("FAKEGPU_MEMSET_NS_PER_MIB", 1000);
+	fk.memcpy_ns_per_mib = env_u64("FAKEGPU_MEMCPY_NS_PER_MIB", 40000);
+	fk.sample_delay_ns = env_u64("FAKEGPU_SAMPLE_DELAY_US", 0) * 1000;
+	fk.sample_window_ns = env_u64("FAKEGPU_SAMPLE_WINDOW_US", 166667) * 1000;
 	/* Defaults model a real H100 (driver 580): device utilization ~10 samples/s; per-process
 	 * samples once a second, off by up to 20 points, keyed by host pids (never getpid()). */
 	fk.sample_ns = env_u64("FAKEGPU_SAMPLE_US", 100000) * 1000;
@@ -169,6 +174,8 @@ static void init_once(void)
 		fk.proc_sample_ns = 1000000000ull;
 	if (fk.sample_ns == 0)
 		fk.sample_ns = 1000000;
+	if (fk.sample_window_ns < fk.sample_ns)
+		fk.sample_window_ns = fk.sample_ns;
 	fk.bump32 = 0x10000000u;
 	fk.next_handle = 1;
 	const char *spec = getenv("FAKEGPU_DEVICES");
@@ -281,11 +288,19 @@ static struct fk_pidslot *pid_slot(struct fk_dev *d, int pid)
 	return p;
 }
 
+/* A kernel of blocks: the program's time per block, never less than the launch overhead. */
 void fk_launch(int dev, uint64_t blocks)
+{
+	uint64_t ns = __atomic_load_n(&fk.ns_per_block, __ATOMIC_RELAXED);
+	uint64_t dur = blocks > UINT64_MAX / (ns ? ns : 1) ? UINT64_MAX / 2 : blocks * ns;
+	fk_enqueue(dev, dur < fk.launch_ns ? fk.launch_ns : dur);
+}
+
+/* dur ns of GPU work on the device's timeline, after what is queued. */
+void fk_enqueue(int dev, uint64_t dur)
 {
 	struct fk_dev *d = &fk.dev[dev];
 	struct fk_state *s = d->st;
-	uint64_t dur = blocks * fk.ns_per_block;
 	int pid = fk.pid;
 	for (;;) {
 		fk_lock(s);

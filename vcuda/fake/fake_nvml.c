@@ -123,9 +123,11 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t h, nvmlUtiliza
 	return NVML_SUCCESS;
 }
 
-/* Device utilization samples: one per complete period P that ended after last_seen_us (at
- * most 32 back; only the newest when last_seen_us is 0), value in whole percent, stamped
- * like the real driver's: wall-clock (CLOCK_REALTIME) microseconds. */
+/* Device utilization samples: one per period P (FAKEGPU_SAMPLE_US) that ended after
+ * last_seen_us (at most 32 back; only the newest when last_seen_us is 0), published
+ * FAKEGPU_SAMPLE_DELAY_US after the period ends, each the busy time over the
+ * FAKEGPU_SAMPLE_WINDOW_US before its stamp (longer than P: consecutive samples overlap), in
+ * whole percent, stamped like the real driver's: wall-clock (CLOCK_REALTIME) microseconds. */
 FK_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t h, nvmlSamplingType_t type,
 					    unsigned long long last_seen_us, nvmlValueType_t *vt,
 					    unsigned int *count, nvmlSample_t *out)
@@ -138,13 +140,15 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t h, nvmlSamplingType_t t
 	struct fk_state *s = fk.dev[i].st;
 	struct timespec rt;
 	clock_gettime(CLOCK_REALTIME, &rt);
-	uint64_t now = fk_now(), p = fk.sample_ns, t = now / p * p;
+	uint64_t now = fk_now(), p = fk.sample_ns, win = fk.sample_window_ns;
 	uint64_t wall = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
 	uint64_t off_us = (wall - now) / 1000; /* monotonic -> wall clock */
-	if (t < p || t / 1000 + off_us <= last_seen_us)
+	now = now > fk.sample_delay_ns ? now - fk.sample_delay_ns : 0;
+	uint64_t t = now / p * p;
+	if (t < win || t / 1000 + off_us <= last_seen_us)
 		return NVML_ERROR_NOT_FOUND;
 	uint64_t nwin = 1;
-	while (last_seen_us && nwin < 32 && t >= (nwin + 1) * p &&
+	while (last_seen_us && nwin < 32 && t >= nwin * p + win &&
 	       (t - nwin * p) / 1000 + off_us > last_seen_us)
 		nwin++;
 	if (!out) {
@@ -157,10 +161,10 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t h, nvmlSamplingType_t t
 	fk_lock(s);
 	for (uint64_t w = nwin; w-- > 0 && n < *count;) {
 		uint64_t end = t - w * p;
-		uint64_t busy = fk_busy_locked(s, 0, end) - fk_busy_locked(s, 0, end - p);
+		uint64_t busy = fk_busy_locked(s, 0, end) - fk_busy_locked(s, 0, end - win);
 		out[n].timeStamp = end / 1000 + off_us;
 		out[n].sampleValue.ullVal = 0;
-		out[n].sampleValue.uiVal = pct(busy, p);
+		out[n].sampleValue.uiVal = pct(busy, win);
 		n++;
 	}
 	fk_unlock(s);
@@ -180,10 +184,11 @@ static int proc_noise(int pid, uint64_t end)
 	return (int)(x % (2 * fk.proc_noise + 1)) - (int)fk.proc_noise;
 }
 
-/* Per-process samples as a real driver gives them: one per process that ever launched on
- * the device for each complete period of FAKEGPU_PROC_SAMPLE_US (about a second) that ended
+/* Per-process samples as a real driver gives them: one per process that ran on the device
+ * in the period, for each complete period of FAKEGPU_PROC_SAMPLE_US (about a second) that ended
  * after last_seen_us (at most 16 back), off by up to FAKEGPU_PROC_NOISE points, keyed by
- * pid + FAKEGPU_NVML_PID_OFFSET (the host's view of a container's pids). */
+ * pid + FAKEGPU_NVML_PID_OFFSET (the host's view of a container's pids), stamped in wall-clock
+ * microseconds like the device samples. */
 FK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
 						       nvmlProcessUtilizationSample_t *out,
 						       unsigned int *count,
@@ -191,11 +196,16 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
 {
 	DEV_OR_FAIL(i, h);
 	struct fk_state *s = fk.dev[i].st;
-	uint64_t p = fk.proc_sample_ns, t = fk_now() / p * p;
-	if (t / 1000 <= last_seen_us)
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	uint64_t now = fk_now(), p = fk.proc_sample_ns, t = now / p * p;
+	uint64_t wall = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+	uint64_t off_us = (wall - now) / 1000; /* monotonic -> wall clock, as the driver stamps */
+	if (t / 1000 + off_us <= last_seen_us)
 		return NVML_ERROR_NOT_FOUND;
 	uint64_t nwin = 1;
-	while (last_seen_us && nwin < 16 && t >= (nwin + 1) * p && (t - nwin * p) / 1000 > last_seen_us)
+	while (last_seen_us && nwin < 16 && t >= (nwin + 1) * p &&
+	       (t - nwin * p) / 1000 + off_us > last_seen_us)
 		nwin++;
 	unsigned n = 0;
 	fk_lock(s);
@@ -205,19 +215,22 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
 			int pid = s->pids[k].pid;
 			if (!pid)
 				continue;
+			uint64_t busy = fk_busy_locked(s, pid, end) - fk_busy_locked(s, pid, end - p);
+			if (!busy)
+				continue;
 			if (out && n < *count) {
-				uint64_t busy = fk_busy_locked(s, pid, end) -
-						fk_busy_locked(s, pid, end - p);
 				int v = (int)pct(busy, p) + proc_noise(pid, end);
 				out[n] = (nvmlProcessUtilizationSample_t){
 					.pid = (unsigned)pid + fk.nvml_pid_offset,
-					.timeStamp = end / 1000,
+					.timeStamp = end / 1000 + off_us,
 					.smUtil = (unsigned)(v < 0 ? 0 : v > 100 ? 100 : v) };
 			}
 			n++;
 		}
 	}
 	fk_unlock(s);
+	if (!n)
+		return NVML_ERROR_NOT_FOUND;
 	if (!out || n > *count) {
 		*count = n;
 		return NVML_ERROR_INSUFFICIENT_SIZE;

@@ -205,5 +205,7 @@ CUresult cuGraphCreate(CUgraph *, unsigned int);
 CUresult cuGraphAddKernelNode_v2(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
 				 const CUDA_KERNEL_NODE_PARAMS_v2 *);
 CUresult cuGraphDestroy(CUgraph);
+CUresult cuMemsetD8_v2(CUdeviceptr, unsigned char, size_t);
+CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
 
 #endif

@@ -26,6 +26,15 @@
  *   --seconds S         launch for S seconds (default 2; 0 = no launches)
  *   --grid N            blocks per kernel (default 200)
  *   --block N           threads per block (default 256)
+ *   --ns-per-block N    fake driver only: GPU time per block of this program's kernels (default:
+ *                       the driver's, FAKEGPU_NS_PER_BLOCK); programs differ in it by orders of
+ *                       magnitude whatever their launch shape
+ *   --graph N           launch a CUDA graph of N kernel nodes (each --grid x --block) instead of
+ *                       single kernels (default 0: kernels)
+ *   --memset-kib N      after each launch, cuMemsetD8 N KiB of a device buffer (default 0)
+ *   --duty F            fake driver only: keep this process's GPU busy time at F of the wall
+ *                       time (0 < F < 1; default 0: back to back), e.g. a foreign process that
+ *                       takes a fifth of the GPU
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -43,7 +52,9 @@ struct opts {
 	int device;
 	unsigned long long chunk_mib, max_alloc_mib, hold_mib;
 	double seconds;
-	unsigned grid, block;
+	unsigned grid, block, graph;
+	unsigned long long ns_per_block, memset_kib;
+	double duty;
 };
 
 static double now_s(void)
@@ -61,7 +72,7 @@ static int fail(const char *what, int rc)
 
 static int parse(int argc, char **argv, struct opts *o)
 {
-	*o = (struct opts){ 0, 256, 0, 0, 2.0, 200, 256 };
+	*o = (struct opts){ 0, 256, 0, 0, 2.0, 200, 256, 0, 0, 0, 0 };
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!v) {
@@ -83,12 +94,20 @@ static int parse(int argc, char **argv, struct opts *o)
 			o->grid = (unsigned)atoi(v);
 		else if (strcmp(a, "--block") == 0)
 			o->block = (unsigned)atoi(v);
+		else if (strcmp(a, "--ns-per-block") == 0)
+			o->ns_per_block = strtoull(v, NULL, 10);
+		else if (strcmp(a, "--graph") == 0)
+			o->graph = (unsigned)atoi(v);
+		else if (strcmp(a, "--memset-kib") == 0)
+			o->memset_kib = strtoull(v, NULL, 10);
+		else if (strcmp(a, "--duty") == 0)
+			o->duty = atof(v);
 		else {
 			fprintf(stderr, "workload: unknown flag %s (see the top of workload.c)\n", a);
 			return -1;
 		}
 	}
-	return o->chunk_mib && o->grid && o->block ? 0 : -1;
+	return o->chunk_mib && o->grid && o->block && o->duty >= 0 && o->duty < 1 ? 0 : -1;
 }
 
 int main(int argc, char **argv)
@@ -166,7 +185,35 @@ int main(int argc, char **argv)
 	if (o.seconds > 0 && ((rc = cuModuleLoadData(&m, "workload")) != CUDA_SUCCESS ||
 			      (rc = cuModuleGetFunction(&f, m, "spin")) != CUDA_SUCCESS))
 		return fail("cuModuleGetFunction", rc);
+	if (o.ns_per_block) {
+		int (*set)(uint64_t) = (int (*)(uint64_t))dlsym(RTLD_DEFAULT, "fakegpu_set_ns_per_block");
+		if (!set || set(o.ns_per_block) != 0)
+			return fail("--ns-per-block needs the fake driver: fakegpu_set_ns_per_block", 0);
+	}
+	if (o.duty > 0 && !have)
+		return fail("--duty needs the fake driver: fakegpu_busy_ns", 0);
+	CUgraph graph = NULL;
+	CUgraphExec exec = NULL;
+	if (o.seconds > 0 && o.graph) {
+		CUgraphNode node;
+		CUDA_KERNEL_NODE_PARAMS_v2 p = { .func = f, .gridDimX = o.grid, .gridDimY = 1,
+						 .gridDimZ = 1, .blockDimX = o.block, .blockDimY = 1,
+						 .blockDimZ = 1 };
+		if ((rc = cuGraphCreate(&graph, 0)) != CUDA_SUCCESS)
+			return fail("cuGraphCreate", rc);
+		for (unsigned i = 0; i < o.graph; i++)
+			if ((rc = cuGraphAddKernelNode_v2(&node, graph, NULL, 0, &p)) != CUDA_SUCCESS)
+				return fail("cuGraphAddKernelNode", rc);
+		if ((rc = cuGraphInstantiateWithFlags(&exec, graph, 0)) != CUDA_SUCCESS)
+			return fail("cuGraphInstantiate", rc);
+	}
+	CUdeviceptr buf = 0;
+	if (o.seconds > 0 && o.memset_kib && (rc = cuMemAlloc_v2(&buf, o.memset_kib << 10)) != CUDA_SUCCESS)
+		return fail("cuMemAlloc (--memset-kib)", rc);
 	double start = now_s(), half = start + o.seconds / 2;
+	uint64_t dstart = 0, dt = 0;
+	if (o.duty > 0)
+		busy(uuid, &pid, 1, &dstart, &dt);
 	int marked = 0;
 	while (o.seconds > 0 && now_s() < start + o.seconds) {
 		if (!marked && now_s() >= half) {
@@ -174,11 +221,30 @@ int main(int argc, char **argv)
 			if (have)
 				busy(uuid, &pid, 1, &b0, &t0);
 		}
-		if ((rc = cuLaunchKernel(f, o.grid, 1, 1, o.block, 1, 1, 0, NULL, NULL, NULL)) !=
-		    CUDA_SUCCESS)
-			return fail("cuLaunchKernel", rc);
+		if (o.duty > 0) { /* hold the duty cycle: wait while ahead of it */
+			uint64_t bn, tn;
+			busy(uuid, &pid, 1, &bn, &tn);
+			if ((double)(bn - dstart) > o.duty * (double)(tn - dt)) {
+				struct timespec ts = { 0, 1000000 };
+				nanosleep(&ts, NULL);
+				continue;
+			}
+		}
+		if (exec)
+			rc = cuGraphLaunch(exec, NULL);
+		else
+			rc = cuLaunchKernel(f, o.grid, 1, 1, o.block, 1, 1, 0, NULL, NULL, NULL);
+		if (rc != CUDA_SUCCESS)
+			return fail(exec ? "cuGraphLaunch" : "cuLaunchKernel", rc);
+		if (buf && (rc = cuMemsetD8_v2(buf, 0, o.memset_kib << 10)) != CUDA_SUCCESS)
+			return fail("cuMemsetD8", rc);
 		launches++;
 	}
+	if (exec && ((rc = cuGraphExecDestroy(exec)) != CUDA_SUCCESS ||
+		     (rc = cuGraphDestroy(graph)) != CUDA_SUCCESS))
+		return fail("cuGraphDestroy", rc);
+	if (buf)
+		cuMemFree_v2(buf);
 	if (have && marked)
 		busy(uuid, &pid, 1, &b1, &t1);
 	char share[32] = "null";

@@ -1,0 +1,121 @@
+package compute
+
+import "math"
+
+// Measurement is what per-process GPU samples (NVML per-process
+// utilization, about one per process a second, noisy, keyed by host pids)
+// said about one window, mapped to tenants by the pids' owners. The runner
+// builds it; the core only averages it.
+type Measurement struct {
+	SpanNs float64 // the window the samples cover
+	BusyNs float64 // the GPU's busy time over the same window (device samples); 0: not known
+
+	ForeignNs float64             // GPU time of processes no tenant owns (seen in the previous batch too)
+	UnknownNs float64             // GPU time of unowned processes seen for the first time: not yet foreign
+	Tenants   map[string]Measured // by Tenant.Key: tenants with samples in the window
+}
+
+// Measured is one tenant's GPU time in a measurement window and the cost
+// units it launched over the same window.
+type Measured struct {
+	BusyNs float64
+	Units  float64
+	// NoUnits: the tenant's launched counter does not cover the window (it
+	// started or went backwards in it): its GPU time is explained, but says
+	// nothing about its cost per unit.
+	NoUnits bool
+}
+
+// Calibration tunables. A per-process sample is off by up to 20 points; its
+// average over n samples by about 12/√n points, so the cost per unit is an
+// average over the last calTauNs of samples (about 15).
+const (
+	calTauNs      = 15e9 // time constant of the per-tenant average
+	procNoise     = 0.12 // standard deviation of a per-process sample, fraction of the GPU
+	calSigmas     = 3.0  // how far apart (in standard deviations) the measured cost must stand
+	foreignTauNs  = 10e9 // time constant of the foreign-load average
+	residualFloor = 0.03 // device busy beyond what all samples explain, ignored up to this (noise)
+	maxForeign    = 0.9  // of the GPU: what foreign load may take from the headroom
+)
+
+// calibration is a tenant's GPU ns per cost unit, from its measured GPU time.
+type calibration struct {
+	ns, units, n, span float64 // decayed sums: GPU ns, units, samples, sampled time
+}
+
+func (c *calibration) add(m Measured, span float64) {
+	if m.NoUnits || (m.Units <= 0 && m.BusyNs <= 0) {
+		return
+	}
+	d := math.Exp(-span / calTauNs)
+	c.ns = c.ns*d + m.BusyNs
+	c.units = c.units*d + m.Units
+	c.n = c.n*d + 1
+	c.span = c.span*d + span
+}
+
+// apart says whether the measured cost stands apart from the device-wide
+// estimate by more than its noise. A per-process sample is off by up to 20
+// points (about 12 as a standard deviation), so the measured cost's relative
+// error is about 0.12 / √n / f for a tenant using a fraction f of the GPU.
+// The device-wide estimate is exact for tenants running the same program and
+// has no noise; the measurement is right for any program.
+func (c *calibration) apart(device float64) bool {
+	k, ok := c.cost()
+	if !ok || device <= 0 { // nothing to compare with yet: one noisy sample must not decide
+		return false
+	}
+	f := c.ns / max(c.span, 1)
+	rel := procNoise / math.Sqrt(max(c.n, 1)) / max(f, 0.01)
+	return math.Abs(math.Log(k/device)) > calSigmas*rel
+}
+
+// cost is the measured ns per unit; ok is false before any measurement (or
+// while the tenant launched nothing measured). Not shrunk towards the
+// device-wide estimate: programs differ from it by orders of magnitude, and
+// a shrunk estimate took most of a closed-loop run to let go of it.
+func (c *calibration) cost() (float64, bool) {
+	if c.n <= 0 || c.units <= 0 || c.ns <= 0 { // nothing, or noise that read 0%
+		return 0, false
+	}
+	return c.ns / c.units, true
+}
+
+// foreign is the GPU's load that no tenant's samples explain, averaged.
+type foreign struct {
+	owned, residual float64 // EWMA fractions of the GPU: unowned processes; device beyond samples
+	seen            bool
+}
+
+func (f *foreign) add(m Measurement) {
+	if m.SpanNs <= 0 {
+		return
+	}
+	var tenants float64
+	for _, t := range m.Tenants {
+		tenants += t.BusyNs
+	}
+	owned := m.ForeignNs / m.SpanNs
+	residual := f.residual
+	if m.BusyNs > 0 {
+		residual = (m.BusyNs - tenants - m.ForeignNs - m.UnknownNs) / m.SpanNs
+	}
+	if !f.seen { // the first batch: a process seen once is not in it (gpuSamples.unowned)
+		if m.UnknownNs > 0 {
+			return // it may be foreign: start from the next batch, which says so
+		}
+		f.owned, f.residual, f.seen = owned, residual, true
+		return
+	}
+	w := 1 - math.Exp(-m.SpanNs/foreignTauNs)
+	f.owned += w * (owned - f.owned)
+	f.residual += w * (residual - f.residual)
+}
+
+// fraction of the GPU taken by foreign load.
+func (f *foreign) fraction() float64 {
+	if !f.seen {
+		return 0
+	}
+	return min(max(f.owned, 0)+max(f.residual-residualFloor, 0), maxForeign)
+}

@@ -1,0 +1,184 @@
+package compute
+
+import (
+	"math"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+)
+
+func fixedTenant(key string, share float64, launched uint64) TenantInput {
+	return TenantInput{Tenant: Tenant{Key: key, Share: share, Policy: api.ComputeFixed}, Report: Report{Launched: launched}}
+}
+
+// TestStepAttributesByMeasuredCost: two tenants launch the same units per
+// period, but a's processes measure 4x b's GPU time; the busy time is split
+// by what was measured, not by the units.
+func TestStepAttributesByMeasuredCost(t *testing.T) {
+	tests := []struct {
+		name    string
+		measure bool
+		want    map[string]float64 // Measured after 20 periods
+	}{
+		// 80 ms busy of 100; a: 4 × 1000 units' cost, b: 1 × 1000 -> 0.64 + 0.16
+		{name: "per-process samples split the busy time 4:1", measure: true, want: map[string]float64{"a": 0.64, "b": 0.16}},
+		// no samples: one pooled cost, the units split it evenly
+		{name: "without samples the units split it evenly", measure: false, want: map[string]float64{"a": 0.4, "b": 0.4}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewGPU()
+			var got map[string]float64
+			for i := range uint64(20) {
+				in := Input{BusyNs: 80e6, PeriodNs: 100e6, NowNs: 1e9 + i*100e6,
+					Tenants: []TenantInput{fixedTenant("a", 0.5, i*1000), fixedTenant("b", 0.4, i*1000)}}
+				if tt.measure && i%10 == 5 { // one sample a second: a 64%, b 16% of a 1 s window
+					in.Measurement = &Measurement{SpanNs: 1e9, BusyNs: 800e6, Tenants: map[string]Measured{
+						"a": {BusyNs: 640e6, Units: 10000}, "b": {BusyNs: 160e6, Units: 10000}}}
+				}
+				got = map[string]float64{}
+				for _, d := range g.Step(in) {
+					got[d.Key] = d.Measured
+				}
+			}
+			if diff := cmp.Diff(tt.want, got, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+				t.Errorf("attributed busy fractions (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestForeignLoadShrinksTheHeadroom: a process no tenant owns takes 20% of
+// the GPU: reported, not charged, and the shares scaled to what it leaves.
+func TestForeignLoadShrinksTheHeadroom(t *testing.T) {
+	g := NewGPU()
+	var ds []Decision
+	for i := range uint64(30) { // a second's samples every period
+		in := Input{BusyNs: 90e6, PeriodNs: 100e6, NowNs: 1e9 + i*100e6,
+			Tenants: []TenantInput{fixedTenant("a", 0.3, i*1000), fixedTenant("b", 0.6, i*2000)},
+			Measurement: &Measurement{SpanNs: 1e9, BusyNs: 900e6, ForeignNs: 200e6, Tenants: map[string]Measured{
+				"a": {BusyNs: 233e6, Units: 10000}, "b": {BusyNs: 467e6, Units: 20000}}}}
+		ds = g.Step(in)
+	}
+	if f := g.Foreign(); math.Abs(f-0.2) > 1e-6 {
+		t.Errorf("foreign load %v, want 0.2 (200 of 1000 ms)", f)
+	}
+	// targets: (0.985 - 0.2) × 30/90 and × 60/90; busy left to the tenants:
+	// 90 - 20 ms, split 1:2 by equal measured costs
+	want := map[string][2]float64{"a": {0.785 / 3, 0.7 / 3}, "b": {0.785 * 2 / 3, 1.4 / 3}}
+	for _, d := range ds {
+		w := want[d.Key]
+		if math.Abs(d.Share-w[0]) > 1e-9 || math.Abs(d.Measured-w[1]) > 1e-3 {
+			t.Errorf("%s: target %.4f attributed %.4f, want %.4f and %.4f", d.Key, d.Share, d.Measured, w[0], w[1])
+		}
+	}
+}
+
+// TestStepChargesARewoundCounter: a tenant whose counter goes backwards is
+// charged what it was allowed that period, not a fresh start at no cost, and
+// its neighbour is not charged its busy time.
+func TestStepChargesARewoundCounter(t *testing.T) {
+	tests := []struct {
+		name     string
+		launched func(i uint64) uint64 // a's counter in period i
+		rewinds  uint64
+	}{
+		{name: "an honest counter", launched: func(i uint64) uint64 { return i * 1000 }, rewinds: 0},
+		{name: "a counter rewound to zero in period 15", launched: func(i uint64) uint64 {
+			if i >= 15 {
+				return (i - 15) * 1000
+			}
+			return i * 1000
+		}, rewinds: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewGPU()
+			var last []Decision
+			for i := range uint64(16) {
+				last = g.Step(Input{BusyNs: 60e6, PeriodNs: 100e6, NowNs: 1e9 + i*100e6,
+					Tenants: []TenantInput{fixedTenant("a", 0.3, tt.launched(i)), fixedTenant("b", 0.3, i*1000)}})
+			}
+			a, b := last[0], last[1]
+			if a.Rewinds != tt.rewinds {
+				t.Errorf("a's rewinds %d, want %d", a.Rewinds, tt.rewinds)
+			}
+			// a was allowed about its rate for the period; charged that,
+			// b is charged no more than half the busy time
+			if a.Units <= 0 || b.Measured > 0.3+1e-9 {
+				t.Errorf("a charged %v units (want what it was allowed, > 0), b attributed %.3f (want <= 0.30)", a.Units, b.Measured)
+			}
+		})
+	}
+}
+
+func TestMeasurementFromSamples(t *testing.T) {
+	owners := map[uint32]string{100: "a", 101: "a", 200: "b"}
+	owner := func(pid uint32) (string, bool) { k, ok := owners[pid]; return k, ok }
+	units := func(key string, a, b uint64) (float64, bool) {
+		if key == "b" {
+			return 0, false // b's counter went backwards in the window
+		}
+		return float64(b-a) / 1e6, true // a: one unit per ms
+	}
+	g := &gpuSamples{unowned: map[uint32]bool{999: true}} // 999 was in the previous batch too
+	for i := range uint64(20) { // device windows 100 ms each, 50% busy
+		g.addWindow(Window{StartNs: i * 100e6, EndNs: (i + 1) * 100e6, BusyNs: 50e6})
+	}
+	g.pending = []ProcessSample{
+		{PID: 100, StartNs: 1e9, EndNs: 2e9, SM: 0.2}, {PID: 101, StartNs: 1e9, EndNs: 2e9, SM: 0.1},
+		{PID: 200, StartNs: 1e9, EndNs: 2e9, SM: 0.05}, {PID: 999, StartNs: 1e9, EndNs: 2e9, SM: 0.1},
+		{PID: 100, StartNs: 2e9, EndNs: 3e9, SM: 0.3}, // not covered by the device windows yet
+	}
+	got := g.measurement(2.1e9, owner, units)
+	want := &Measurement{SpanNs: 1e9, BusyNs: 500e6, ForeignNs: 100e6, Tenants: map[string]Measured{
+		"a": {BusyNs: 300e6, Units: 1000}, "b": {BusyNs: 50e6, NoUnits: true}}}
+	if diff := cmp.Diff(want, got, cmpopts.EquateApprox(0, 1e-6)); diff != "" {
+		t.Errorf("measurement (-want +got):\n%s", diff)
+	}
+	if len(g.pending) != 1 {
+		t.Errorf("%d samples still pending, want the one the device windows do not cover", len(g.pending))
+	}
+	// an unowned pid seen for the first time (a container's process that just
+	// ended shows up once) is not foreign load yet
+	g.pending = []ProcessSample{{PID: 777, StartNs: 1e9, EndNs: 2e9, SM: 0.9}}
+	if m := g.measurement(2.1e9, owner, units); m.ForeignNs != 0 || m.UnknownNs != 900e6 {
+		t.Errorf("first sighting of pid 777: foreign %v, unknown %v; want 0 and 9e8", m.ForeignNs, m.UnknownNs)
+	}
+}
+
+func TestHistoryReport(t *testing.T) {
+	type step struct {
+		read      bool   // a reading of the report file at time t, else a report at edge x
+		t, v, x   uint64 // reading: time and counter; report: now (t) and edge (x)
+		wantCount uint64 // for a report
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{name: "an edge that moved back a little is not a step back", steps: []step{ // interpolation jitter: 150, then 140
+			{read: true, t: 100, v: 1000}, {read: true, t: 200, v: 2000},
+			{t: 210, x: 150, wantCount: 1500}, {t: 220, x: 140, wantCount: 1500}, {t: 230, x: 200, wantCount: 2000}}},
+		{name: "a counter that went backwards is passed on", steps: []step{ // rewound to 10 at 300
+			{read: true, t: 100, v: 1000}, {read: true, t: 200, v: 2000}, {t: 210, x: 200, wantCount: 2000},
+			{read: true, t: 300, v: 10}, {t: 300, x: 300, wantCount: 10}, {t: 310, x: 300, wantCount: 10}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &history{}
+			for i, s := range tt.steps {
+				if s.read {
+					h.add(s.t, s.v, 0)
+					continue
+				}
+				if got := h.report(s.x, s.t); got != s.wantCount {
+					t.Errorf("step %d: reported %d at edge %d, want %d", i, got, s.x, s.wantCount)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,133 @@
+package compute
+
+import (
+	"sort"
+	"time"
+)
+
+// ProcessSample is one per-process utilization sample: the fraction (0..1)
+// of the GPU a host pid used over (StartNs, EndNs] of CLOCK_MONOTONIC.
+type ProcessSample struct {
+	PID     uint32
+	StartNs uint64
+	EndNs   uint64
+	SM      float64
+}
+
+// ProcessSource gives a GPU's per-process samples since the previous call
+// (NVML per-process utilization). A Source that implements it feeds the
+// calibration when Runner.Owners is set.
+type ProcessSource interface {
+	Processes(uuid string, mono uint64, wall time.Time) ([]ProcessSample, error)
+}
+
+// gpuSamples is what the runner keeps per GPU to turn per-process samples
+// into a Measurement: the device's recent busy windows (to know its busy
+// time over a sample's window) and samples waiting for the device windows
+// to cover them (device samples arrive late).
+type gpuSamples struct {
+	windows []Window
+	pending []ProcessSample
+	// unowned pids seen in the previous batch: a pid no tenant owns counts
+	// as foreign load from its second batch in a row on. A process of a
+	// container that just ended (its pid no longer resolves) shows up once,
+	// with its last second; a foreign process keeps showing up.
+	unowned map[uint32]bool
+}
+
+const (
+	windowsNs = 10e9 // device windows kept
+	pendingNs = 5e9  // a sample the device windows do not cover by then is used without them
+)
+
+func (g *gpuSamples) addWindow(w Window) {
+	g.windows = append(g.windows, w)
+	i := 0
+	for i < len(g.windows) && float64(w.EndNs-g.windows[i].EndNs) > windowsNs {
+		i++
+	}
+	g.windows = g.windows[i:]
+}
+
+// busy is the device busy time over [a, b], the windows pro rata; ok is
+// false when they do not cover it.
+func (g *gpuSamples) busy(a, b uint64) (float64, bool) {
+	if len(g.windows) == 0 || g.windows[0].StartNs > a || g.windows[len(g.windows)-1].EndNs < b {
+		return 0, false
+	}
+	var sum float64
+	for _, w := range g.windows {
+		lo, hi := max(w.StartNs, a), min(w.EndNs, b)
+		if hi > lo && w.EndNs > w.StartNs {
+			sum += w.BusyNs * float64(hi-lo) / float64(w.EndNs-w.StartNs)
+		}
+	}
+	return sum, true
+}
+
+// measurement turns the pending samples the device windows cover (or that
+// waited too long) into one Measurement: each sample's pid mapped to its
+// tenant by owner, a tenant's units read from its launched counter over the
+// sample's window by units. nil when none is ready.
+func (g *gpuSamples) measurement(now uint64, owner func(pid uint32) (string, bool), units func(key string, a, b uint64) (float64, bool)) *Measurement {
+	var ready, wait []ProcessSample
+	covered := uint64(0)
+	if n := len(g.windows); n > 0 {
+		covered = g.windows[n-1].EndNs
+	}
+	for _, s := range g.pending {
+		if s.EndNs <= covered || float64(now-min(now, s.EndNs)) > pendingNs {
+			ready = append(ready, s)
+		} else {
+			wait = append(wait, s)
+		}
+	}
+	g.pending = wait
+	if len(ready) == 0 {
+		return nil
+	}
+	sort.Slice(ready, func(i, j int) bool { return ready[i].EndNs < ready[j].EndNs })
+	m := &Measurement{Tenants: map[string]Measured{}}
+	lo, hi := ready[0].StartNs, ready[0].EndNs
+	aligned := true
+	type span struct{ a, b uint64 }
+	spans := map[string]span{}
+	unowned := map[uint32]bool{}
+	for _, s := range ready {
+		d := float64(s.EndNs - min(s.StartNs, s.EndNs))
+		lo, hi = min(lo, s.StartNs), max(hi, s.EndNs)
+		aligned = aligned && s.StartNs == ready[0].StartNs && s.EndNs == ready[0].EndNs
+		key, ok := owner(s.PID)
+		if !ok {
+			unowned[s.PID] = true
+			if g.unowned[s.PID] {
+				m.ForeignNs += s.SM * d
+			} else {
+				m.UnknownNs += s.SM * d
+			}
+			continue
+		}
+		t := m.Tenants[key]
+		t.BusyNs += s.SM * d
+		m.Tenants[key] = t
+		sp, seen := spans[key]
+		if !seen {
+			sp = span{s.StartNs, s.EndNs}
+		}
+		spans[key] = span{min(sp.a, s.StartNs), max(sp.b, s.EndNs)}
+	}
+	for key, sp := range spans {
+		u, ok := units(key, sp.a, sp.b)
+		t := m.Tenants[key]
+		t.Units, t.NoUnits = u, !ok // counter started or rewound in the window: nothing to learn from it
+		m.Tenants[key] = t
+	}
+	g.unowned = unowned
+	m.SpanNs = float64(hi - lo)
+	// the residual (device busy no sample explains) only from one sampling
+	// round: samples stamped apart each cover part of the processes
+	if b, ok := g.busy(lo, hi); ok && aligned {
+		m.BusyNs = b
+	}
+	return m
+}
