@@ -149,11 +149,15 @@ func (h *host) solo(ctx context.Context, p *program, work string, secs float64) 
 }
 
 // newRunner is the node's compute controller on the real NVML, as the device
-// plugin runs it: the check's only use of compute.Runner. When the Runner
-// gains per-process attribution (host pid -> tenant key), hand it the owners
-// function that host.shares builds for the pid sampler.
-func newRunner(lib nvml.Interface, list func() ([]compute.Tenancy, error)) *compute.Runner {
-	return &compute.Runner{Source: &compute.NVMLSource{Lib: lib}, Clock: compute.Monotonic, List: list}
+// plugin runs it: the check's only use of compute.Runner. owners maps the
+// tenants' host pids to their keys (the node does it through cgroups), so the
+// controller calibrates each tenant's cost from NVML's per-process samples.
+func newRunner(lib nvml.Interface, list func() ([]compute.Tenancy, error), owners func() map[int]string) *compute.Runner {
+	return &compute.Runner{Source: &compute.NVMLSource{Lib: lib}, Clock: compute.Monotonic, List: list,
+		Owners: func(pid uint32) (string, bool) {
+			key, ok := owners()[int(pid)]
+			return key, ok
+		}}
 }
 
 // shares runs one tenant per spec together under the node controller and
@@ -191,7 +195,7 @@ func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenan
 			out[i] = t.tenancy
 		}
 		return out, nil
-	})
+	}, owners)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = r.Run(ctx) }()
 	sampler := newPidSampler(h.dev, owners)

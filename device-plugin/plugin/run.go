@@ -59,7 +59,9 @@ func (p *Plugin) Run(ctx context.Context, restart <-chan struct{}) error {
 		goRun("image reports", func() error { p.imageReportLoop(ctx); return nil })
 	}
 	if src, ok := p.opts.Lib.(interface{ ComputeSource() compute.Source }); ok {
-		r := &compute.Runner{Source: src.ComputeSource(), List: p.tenancies, Clock: compute.Monotonic}
+		// Owners: each tenant's GPU time is calibrated from NVML's per-process
+		// samples, mapped host pid -> cgroup -> container (docs/limiter.md).
+		r := &compute.Runner{Source: src.ComputeSource(), List: p.tenancies, Clock: compute.Monotonic, Owners: p.owners}
 		goRun("compute controller", func() error { return r.Run(ctx) })
 	}
 	if guard, stop := p.memoryGuard(ctx); guard != nil {
