@@ -81,7 +81,7 @@ struct fk_state { /* shared file layout */
 	struct fk_pidslot pids[FK_PIDS];
 	struct fk_kern ring[FK_RING];
 };
-_Static_assert(sizeof(struct fk_pidslot) == 16, "fk_pidslot is part of the state file layout");
+_Static_assert(sizeof(struct fk_pidslot) == 32, "fk_pidslot is part of the state file layout");
 
 struct fk_dev {
 	char uuid[64];
