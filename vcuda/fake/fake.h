@@ -51,7 +51,7 @@
  * per-process sample over a second is computed from what ran, not cut at the ring's start */
 #define FK_RING (1 << 18)
 #define FK_PIDS 64
-#define FK_MAGIC 0x32504746u /* "FGP2": pid slots keyed by (pid, pid namespace) with memory; bump on any layout change */
+#define FK_MAGIC 0x33504746u /* "FGP3": per-kernel GPU time, pid slots keyed by (pid, pid namespace) with memory; bump on any layout change */
 #define FK_MAX_CTX 64 /* contexts a process may create at once */
 #define FK_MAX_PEEK 256 /* state files the query API may map */
 
