@@ -13,6 +13,7 @@ type Measurement struct {
 	ForeignNs float64             // GPU time of processes no tenant owns (seen in the previous batch too)
 	UnknownNs float64             // GPU time of unowned processes seen for the first time: not yet foreign
 	Tenants   map[string]Measured // by Tenant.Key: tenants with samples in the window
+	Unowned   int                 // samples of processes no tenant owns
 }
 
 // Measured is one tenant's GPU time in a measurement window and the cost
@@ -84,6 +85,8 @@ func (c *calibration) cost() (float64, bool) {
 // foreign is the GPU's load that no tenant's samples explain, averaged.
 type foreign struct {
 	owned, residual float64 // EWMA fractions of the GPU: unowned processes; device beyond samples
+	samples         float64 // EWMA of the samples a round sums (their noise adds up in the residual)
+	v               float64 // Σ of the squared weights in the EWMA: its noise, as a fraction of one round's
 	seen            bool
 }
 
@@ -96,6 +99,7 @@ func (f *foreign) add(m Measurement) {
 		tenants += t.BusyNs
 	}
 	owned := m.ForeignNs / m.SpanNs
+	n := float64(len(m.Tenants) + m.Unowned)
 	residual := f.residual
 	if m.BusyNs > 0 {
 		residual = (m.BusyNs - tenants - m.ForeignNs - m.UnknownNs) / m.SpanNs
@@ -104,12 +108,24 @@ func (f *foreign) add(m Measurement) {
 		if m.UnknownNs > 0 {
 			return // it may be foreign: start from the next batch, which says so
 		}
-		f.owned, f.residual, f.seen = owned, residual, true
+		f.owned, f.residual, f.samples, f.v, f.seen = owned, residual, n, 1, true
 		return
 	}
 	w := 1 - math.Exp(-m.SpanNs/foreignTauNs)
 	f.owned += w * (owned - f.owned)
 	f.residual += w * (residual - f.residual)
+	f.samples += w * (n - f.samples)
+	f.v = (1-w)*(1-w)*f.v + w*w
+}
+
+// residualNoise is how far the averaged residual strays from zero by the
+// samples' noise alone: each round's residual carries the noise of every
+// sample in it (their sum), and the average shrinks it by the number of
+// rounds in it (all of them at first, then its effective length). A residual within calSigmas of it is noise, not foreign load
+// (independent ±20-point samples of two tenants read 3-7% of phantom load
+// into a 10 s average, and the tenants then ran that much over).
+func (f *foreign) residualNoise() float64 {
+	return procNoise * math.Sqrt(max(f.samples, 1)*f.v)
 }
 
 // fraction of the GPU taken by foreign load.
@@ -117,5 +133,5 @@ func (f *foreign) fraction() float64 {
 	if !f.seen {
 		return 0
 	}
-	return min(max(f.owned, 0)+max(f.residual-residualFloor, 0), maxForeign)
+	return min(max(f.owned, 0)+max(f.residual-max(residualFloor, calSigmas*f.residualNoise()), 0), maxForeign)
 }

@@ -134,7 +134,7 @@ func TestMeasurementFromSamples(t *testing.T) {
 		{PID: 100, StartNs: 2e9, EndNs: 3e9, SM: 0.3}, // not covered by the device windows yet
 	}
 	got := g.measurement(2.1e9, owner, units)
-	want := &Measurement{SpanNs: 1e9, BusyNs: 500e6, ForeignNs: 100e6, Tenants: map[string]Measured{
+	want := &Measurement{SpanNs: 1e9, BusyNs: 500e6, ForeignNs: 100e6, Unowned: 1, Tenants: map[string]Measured{
 		"a": {BusyNs: 300e6, Units: 1000}, "b": {BusyNs: 50e6, NoUnits: true}}}
 	if diff := cmp.Diff(want, got, cmpopts.EquateApprox(0, 1e-6)); diff != "" {
 		t.Errorf("measurement (-want +got):\n%s", diff)

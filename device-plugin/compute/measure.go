@@ -99,6 +99,7 @@ func (g *gpuSamples) measurement(now uint64, owner func(pid uint32) (string, boo
 		aligned = aligned && s.StartNs == ready[0].StartNs && s.EndNs == ready[0].EndNs
 		key, ok := owner(s.PID)
 		if !ok {
+			m.Unowned++
 			unowned[s.PID] = true
 			if g.unowned[s.PID] {
 				m.ForeignNs += s.SM * d

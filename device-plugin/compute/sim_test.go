@@ -1,0 +1,437 @@
+package compute
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+)
+
+// A deterministic simulation of one GPU, its tenants' limiters and NVML, on a
+// virtual clock, driving the real Runner (its files, history, per-process
+// samples and the controller core). It runs in a fraction of a second, with
+// no process, sleep or CPU-load dependence, so a control-loop change can be
+// tried against many program mixes before the real-time suite on the fake
+// driver (closedloop_test.go), which stays the judge.
+//
+// What it models, as a real GPU does it (REALGPU.md): kernels of each
+// program cost their own GPU time per launched unit (units are libvcuda's
+// blocks × warps, a shape, not a time) plus a launch floor; contexts
+// time-slice (a slice, then the next context with work; a switch costs
+// time); each tenant keeps up to depth kernels queued; device utilization is
+// sampled every 100 ms in whole percent; per-process utilization once per
+// second per process, off by up to ±20 points; processes no tenant owns run
+// too. The limiter admits a launch while the node's allowance (plus its rate
+// since the stamp, at most two periods) covers it, and holds the fallback
+// rate once the node stops answering.
+
+// simProgram is what one tenant runs.
+type simProgram struct {
+	units   uint64        // cost units per kernel, as libvcuda counts them (blocks × warps)
+	kernel  time.Duration // GPU time of one kernel
+	depth   int           // kernels queued before the launching thread blocks
+	hostGap time.Duration // CPU time between launches
+}
+
+type simTenant struct {
+	name   string
+	cores  int // 0: best effort
+	policy api.ComputePolicy
+	prog   simProgram
+	start  time.Duration
+	secs   float64
+	owned  bool // false: a process no tenant owns (no limiter, not listed)
+	rewind bool // rewinds its usage report every second
+
+	pid        uint32
+	launched   uint64
+	waits      uint64
+	waiting    bool
+	queue      []time.Duration // remaining GPU time of queued kernels
+	nextLaunch time.Duration
+	busy       []time.Duration // GPU time received, per 1 ms bucket
+	ctl, use   string
+	ctlMap     []byte        // the control file, mapped as libvcuda maps it
+	useMap     []byte        // the usage report, mapped shared
+	seen       time.Duration // when the node's heartbeat last changed
+	lastSeq    uint64
+	ctlImage   api.ControlDevice
+	staleBase  uint64        // launched when the node went stale
+	staleAt    time.Duration // 0: not stale
+}
+
+// simGPU is the device: contexts time-slice, NVML samples what ran.
+type simGPU struct {
+	now        time.Duration
+	slice      time.Duration // time slice of a context with work
+	switchCost time.Duration
+	cur        int // the context holding the GPU (-1: none)
+	sliceLeft  time.Duration
+	switchLeft time.Duration
+	busy       []time.Duration // per 1 ms bucket
+	tenants    []*simTenant
+	lastDev    time.Duration // end of the last device sample returned
+	lastProc   time.Duration // end of the last per-process sample round returned
+	noise      int           // ± points of a per-process sample
+}
+
+const simStep = 10 * time.Microsecond
+
+func (g *simGPU) run(dt time.Duration) {
+	for left := dt; left > 0; {
+		if g.switchLeft > 0 {
+			d := min(left, g.switchLeft)
+			g.switchLeft -= d
+			g.account(nil, d)
+			left -= d
+			continue
+		}
+		if g.cur < 0 || len(g.tenants[g.cur].queue) == 0 || g.sliceLeft <= 0 {
+			next := g.nextContext()
+			if next < 0 {
+				g.cur = -1
+				return
+			}
+			if next != g.cur && g.cur >= 0 {
+				g.switchLeft = g.switchCost
+			}
+			g.cur, g.sliceLeft = next, g.slice
+			continue
+		}
+		t := g.tenants[g.cur]
+		d := min(left, t.queue[0], g.sliceLeft)
+		t.queue[0] -= d
+		if t.queue[0] <= 0 {
+			t.queue = t.queue[1:]
+		}
+		g.sliceLeft -= d
+		g.account(t, d)
+		left -= d
+	}
+}
+
+// nextContext is the next context with queued work after the current one.
+func (g *simGPU) nextContext() int {
+	n := len(g.tenants)
+	for i := 1; i <= n; i++ {
+		j := (max(g.cur, 0) + i) % n
+		if len(g.tenants[j].queue) > 0 {
+			return j
+		}
+	}
+	return -1
+}
+
+func (g *simGPU) account(t *simTenant, d time.Duration) {
+	b := int(g.now / time.Millisecond)
+	for len(g.busy) <= b {
+		g.busy = append(g.busy, 0)
+	}
+	if t == nil {
+		g.busy[b] += d // a context switch keeps the engine busy
+		return
+	}
+	g.busy[b] += d
+	for len(t.busy) <= b {
+		t.busy = append(t.busy, 0)
+	}
+	t.busy[b] += d
+}
+
+func sumBuckets(b []time.Duration, from, to time.Duration) time.Duration {
+	var s time.Duration
+	for i := int(from / time.Millisecond); i < int(to/time.Millisecond) && i < len(b); i++ {
+		s += b[i]
+	}
+	return s
+}
+
+// Busy: device samples every 100 ms, whole percent, each returned once.
+func (g *simGPU) Busy(_ string, mono uint64, _ time.Time) (Window, bool, error) {
+	const period = 100 * time.Millisecond
+	end := g.now / period * period
+	if end <= g.lastDev || g.lastDev == 0 && end < period {
+		if g.lastDev == 0 && end >= period {
+			g.lastDev = end
+		}
+		return Window{}, false, nil
+	}
+	if g.lastDev == 0 {
+		g.lastDev = end
+		return Window{}, false, nil
+	}
+	var busy float64
+	for t := g.lastDev; t < end; t += period {
+		pct := math.Round(100 * float64(sumBuckets(g.busy, t, t+period)) / float64(period))
+		busy += min(pct, 100) / 100 * float64(period)
+	}
+	w := Window{StartNs: uint64(g.lastDev), EndNs: uint64(end), BusyNs: busy}
+	g.lastDev = end
+	return w, true, nil
+}
+
+// Processes: one sample per process that ran, per second, ± noise points.
+func (g *simGPU) Processes(_ string, _ uint64, _ time.Time) ([]ProcessSample, error) {
+	const period = time.Second
+	end := g.now / period * period
+	if end <= g.lastProc {
+		return nil, nil
+	}
+	first := g.lastProc == 0
+	var out []ProcessSample
+	for t := g.lastProc; t < end; t += period {
+		for _, tn := range g.tenants {
+			b := sumBuckets(tn.busy, t, t+period)
+			if b == 0 {
+				continue
+			}
+			pct := math.Round(100*float64(b)/float64(period)) + float64(simNoise(tn.pid, t, g.noise))
+			if first {
+				continue
+			}
+			out = append(out, ProcessSample{PID: tn.pid, StartNs: uint64(t), EndNs: uint64(t + period),
+				SM: min(max(pct, 0), 100) / 100})
+		}
+	}
+	g.lastProc = end
+	return out, nil
+}
+
+func simNoise(pid uint32, t time.Duration, n int) int {
+	if n == 0 {
+		return 0
+	}
+	x := uint64(pid)<<32 ^ uint64(t/time.Millisecond)
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	return int(x%uint64(2*n+1)) - n
+}
+
+// simulate runs the tenants with the Runner; it returns each tenant's GPU
+// share (percent) over the second half of its run, and the runner's last
+// observation. stopController > 0 stops the node's controller then.
+func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]float64, Observation) {
+	t.Helper()
+	dir := t.TempDir()
+	g := &simGPU{cur: -1, slice: opts.slice, switchCost: opts.switchCost, noise: opts.noise}
+	if g.slice == 0 {
+		g.slice = 2 * time.Millisecond
+	}
+	var list []Tenancy
+	owners := map[uint32]string{}
+	for i := range specs {
+		tn := specs[i]
+		tn.pid = uint32(1000 + i)
+		if tn.prog.depth == 0 {
+			tn.prog.depth = 4
+		}
+		if tn.owned {
+			tn.ctl = filepath.Join(dir, tn.name+".control")
+			tn.use = filepath.Join(dir, tn.name+".usage")
+			b, err := api.NewControl(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(tn.ctl, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			binaryPutMagic(b, api.UsageMagic)
+			if err := os.WriteFile(tn.use, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			tn.ctlMap, tn.useMap = simMap(t, tn.ctl), simMap(t, tn.use)
+			owners[tn.pid] = tn.name
+			share, policy := float64(tn.cores)/100, tn.policy
+			if tn.cores == 0 {
+				share = 1
+			}
+			if policy == "" {
+				policy = api.ComputeFixed
+			}
+			list = append(list, Tenancy{Tenant: Tenant{Key: tn.name, Share: share, Policy: policy}, UUID: "GPU-sim",
+				Devices: 1, ControlPath: tn.ctl, UsagePath: tn.use})
+		}
+		g.tenants = append(g.tenants, &tn)
+	}
+	var obs Observation
+	var r *Runner
+	r = &Runner{Source: g, Clock: func() uint64 { return uint64(g.now) }, Poll: 20 * time.Millisecond,
+		Observe: func(o Observation) {
+			obs = o
+			if os.Getenv("SIM_TRACE") != "" && g.now%(500*time.Millisecond) < 20*time.Millisecond {
+				var b strings.Builder
+				for _, d := range o.Decisions {
+					fmt.Fprintf(&b, " %s[share %.2f meas %.3f k %.4g cal %v mode %d rate %.4g fb %.4g allow %d units %.0f]", d.Key, d.Share, d.Measured, d.Cost, d.Calibrated, d.Control.Mode, d.Control.Rate, d.Control.Fallback, d.Control.Allowance, d.Units)
+				}
+				if gg := r.gpus["GPU-sim"]; gg != nil {
+					for k, st := range gg.tenants {
+						c, _ := st.cal.cost()
+						fmt.Fprintf(&b, " cal[%s n %.1f cost %.4g apart %v]", k, st.cal.n, c, gg.measured)
+					}
+				}
+				for _, tn := range g.tenants {
+					fmt.Fprintf(&b, " {%s launched %d q %d waits %d}", tn.name, tn.launched, len(tn.queue), tn.waits)
+				}
+				t.Logf("%6.2fs busy %.3f foreign %.3f%s", (g.now - 100*time.Second).Seconds(), o.Busy, o.Foreign, b.String())
+			}
+		},
+		List: func() ([]Tenancy, error) {
+			var out []Tenancy
+			for i, tn := range g.tenants {
+				if tn.owned && g.now >= tn.start && g.now < tn.start+secs(tn.secs) {
+					out = append(out, list[indexOf(list, g.tenants[i].name)])
+				}
+			}
+			return out, nil
+		}}
+	if !opts.noAttribution {
+		r.Owners = func(pid uint32) (string, bool) { k, ok := owners[pid]; return k, ok }
+	}
+	// CLOCK_MONOTONIC is the time since boot: the node starts long after it
+	const base = 100 * time.Second
+	var end time.Duration
+	for _, tn := range g.tenants {
+		tn.start += base
+		end = max(end, tn.start+secs(tn.secs))
+	}
+	ctx := context.Background()
+	nextTick := base
+	for g.now = base; g.now < end; g.now += simStep {
+		if g.now >= nextTick && (opts.stopController == 0 || g.now < base+opts.stopController) {
+			r.Tick(ctx)
+			nextTick += r.Poll
+		}
+		for _, tn := range g.tenants {
+			if g.now < tn.start || g.now >= tn.start+secs(tn.secs) {
+				continue
+			}
+			tn.step(t, g.now)
+		}
+		g.run(simStep)
+	}
+	r.closeAll()
+	got := map[string]float64{}
+	for _, tn := range g.tenants {
+		from, to := tn.start+secs(tn.secs)/2, tn.start+secs(tn.secs)
+		got[tn.name] = 100 * float64(sumBuckets(tn.busy, from, to)) / float64(to-from)
+	}
+	return got, obs
+}
+
+type simOptions struct {
+	slice, switchCost time.Duration
+	noise             int
+	stopController    time.Duration
+	noAttribution     bool
+}
+
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+func indexOf(list []Tenancy, key string) int {
+	for i, t := range list {
+		if t.Key == key {
+			return i
+		}
+	}
+	panic(key)
+}
+
+// step is the tenant's launching thread and limiter at now.
+func (tn *simTenant) step(t *testing.T, now time.Duration) {
+	if tn.rewind && tn.launched > 0 && now%time.Second < simStep {
+		tn.launched = 0 // the tampering tenant writes its report back to zero
+	}
+	// libvcuda adds a launch's cost to the report first, then waits until the
+	// allowance covers the counter (compute.c: launches in the order they added)
+	for now >= tn.nextLaunch && len(tn.queue) < tn.prog.depth {
+		if !tn.waiting {
+			tn.launched += tn.prog.units
+		}
+		if tn.owned && !tn.admit(now) {
+			if !tn.waiting {
+				tn.waits++
+				tn.waiting = true
+			}
+			break
+		}
+		tn.waiting = false
+		tn.queue = append(tn.queue, tn.prog.kernel)
+		tn.nextLaunch = now + tn.prog.hostGap
+	}
+	if tn.owned {
+		api.WriteUsage(tn.useMap, 0, api.UsageDevice{Launched: tn.launched, Waits: tn.waits})
+	}
+}
+
+// simMap maps a file shared, read-write.
+func simMap(t *testing.T, path string) []byte {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := syscall.Mmap(int(f.Fd()), 0, api.ControlFileSize, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Munmap(b) })
+	return b
+}
+
+// admit: the limiter's rule (vcuda/src/compute.c, node.c) on the node's
+// published control.
+func (tn *simTenant) admit(now time.Duration) bool {
+	{
+		c, seq := api.ReadControl(tn.ctlMap, 0)
+		if seq != tn.lastSeq {
+			tn.lastSeq, tn.seen, tn.staleAt = seq, now, 0
+		}
+		tn.ctlImage = c
+	}
+	c := tn.ctlImage
+	if tn.lastSeq == 0 || c.Mode == api.ControlNone {
+		return true // no decision yet: the local sampler (not modelled: it admits)
+	}
+	stale := max(time.Duration(c.PeriodUs)*time.Microsecond*api.ControlStalePeriods, 500*time.Millisecond)
+	if now >= tn.seen+stale { // the node stopped answering: its fallback rate from what was used
+		if c.Fallback <= 0 {
+			return true
+		}
+		if tn.staleAt == 0 {
+			tn.staleAt, tn.staleBase = now, tn.launched-tn.prog.units
+		}
+		return tn.launched <= tn.staleBase+uint64(c.Fallback*float64(now-tn.staleAt))
+	}
+	if c.Mode == api.ControlUnlimited {
+		return true
+	}
+	dt := min(uint64(now)-min(uint64(now), c.StampNs), 2000*uint64(c.PeriodUs))
+	return tn.launched <= c.Allowance+uint64(c.Rate*float64(dt))
+}
+
+func binaryPutMagic(b []byte, m uint32) {
+	b[0], b[1], b[2], b[3] = byte(m), byte(m>>8), byte(m>>16), byte(m>>24)
+}
+
+func simString(got map[string]float64) string {
+	keys := make([]string, 0, len(got))
+	for k := range got {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %.1f", k, got[k]))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,107 @@
+package compute
+
+import (
+	"testing"
+	"time"
+)
+
+// Programs as a real H100 runs them (REALGPU.md): what libvcuda counts per
+// kernel (blocks × warps) says little about its GPU time.
+var (
+	simPlain   = simProgram{units: 2000 * 8, kernel: 2 * time.Millisecond}          // 2000 blocks of 256 threads, 2 ms
+	simOneWarp = simProgram{units: 2000, kernel: 2 * time.Millisecond}              // same time, 1 warp per block: 8x fewer units
+	simGEMM    = simProgram{units: 132 * 8, kernel: 4 * time.Millisecond}           // grid ≈ SM count, long
+	simElem    = simProgram{units: 10000 * 8, kernel: 300 * time.Microsecond}       // many simTiny blocks, short
+	simTiny    = simProgram{units: 20 * 8, kernel: 8 * time.Microsecond, depth: 64} // launch-bound
+	simBig     = simProgram{units: 2000 * 8, kernel: 2 * time.Millisecond}
+	simDeep    = simProgram{units: 2000, kernel: 2 * time.Millisecond, depth: 256} // 0.5 s of work queued
+)
+
+func simT(name string, cores int, p simProgram) simTenant {
+	return simTenant{name: name, cores: cores, prog: p, secs: 12, owned: true}
+}
+
+func TestSimShares(t *testing.T) {
+	tests := []struct {
+		name  string
+		specs []simTenant
+		opts  simOptions
+		want  map[string]float64
+	}{
+		{name: "pair 30+60", specs: []simTenant{simT("a", 30, simPlain), simT("b", 60, simPlain)}, want: map[string]float64{"a": 30, "b": 60}},
+		{name: "lone 10", specs: []simTenant{simT("a", 10, simPlain)}, want: map[string]float64{"a": 10}},
+		{name: "lone 90", specs: []simTenant{simT("a", 90, simPlain)}, want: map[string]float64{"a": 90}},
+		{name: "8x apart 30+60 together", specs: []simTenant{simT("a", 30, simOneWarp), simT("b", 60, simPlain)}, want: map[string]float64{"a": 30, "b": 60}},
+		{name: "8x apart 50+50 together", specs: []simTenant{simT("a", 50, simOneWarp), simT("b", 50, simPlain)}, want: map[string]float64{"a": 50, "b": 50}},
+		{name: "8x apart 60+30 together", specs: []simTenant{simT("a", 60, simOneWarp), simT("b", 30, simPlain)}, want: map[string]float64{"a": 60, "b": 30}},
+		{name: "gemm 30 + elementwise 60", specs: []simTenant{simT("a", 30, simGEMM), simT("b", 60, simElem)}, want: map[string]float64{"a": 30, "b": 60}},
+		{name: "gemm 50 + elementwise 50", specs: []simTenant{simT("a", 50, simGEMM), simT("b", 50, simElem)}, want: map[string]float64{"a": 50, "b": 50}},
+		{name: "tiny 30 + big 60", specs: []simTenant{simT("a", 30, simTiny), simT("b", 60, simBig)}, want: map[string]float64{"a": 30, "b": 60}},
+	}
+	foreign := simTenant{name: "foreign", prog: simProgram{units: 1, kernel: 2 * time.Millisecond, depth: 1, hostGap: 10 * time.Millisecond}, secs: 12}
+	tests = append(tests, []struct {
+		name  string
+		specs []simTenant
+		opts  simOptions
+		want  map[string]float64
+	}{
+		{name: "foreign 20% beside 30+60", specs: []simTenant{simT("a", 30, simPlain), simT("b", 60, simPlain), foreign},
+			want: map[string]float64{"a": 26, "b": 53}},
+		{name: "controller dies at 4 s", specs: []simTenant{simT("a", 30, simPlain), simT("b", 60, simPlain)},
+			opts: simOptions{stopController: 4 * time.Second}, want: map[string]float64{"a": 30, "b": 60}},
+		{name: "controller dies, different programs", specs: []simTenant{simT("a", 30, simOneWarp), simT("b", 60, simPlain)},
+			opts: simOptions{stopController: 5 * time.Second}, want: map[string]float64{"a": 30, "b": 60}},
+		{name: "b rewinds its report", specs: []simTenant{simT("a", 30, simPlain), {name: "b", cores: 60, prog: simPlain, secs: 12, owned: true, rewind: true}},
+			want: map[string]float64{"a": 30, "b": 60}},
+		{name: "a starts 3 s after b", specs: []simTenant{{name: "a", cores: 30, prog: simOneWarp, secs: 9, owned: true, start: 3 * time.Second}, simT("b", 60, simPlain)},
+			want: map[string]float64{"a": 30, "b": 60}},
+		{name: "time slices with a switch cost", specs: []simTenant{simT("a", 30, simOneWarp), simT("b", 60, simPlain)},
+			opts: simOptions{slice: 4 * time.Millisecond, switchCost: 200 * time.Microsecond}, want: map[string]float64{"a": 30, "b": 60}},
+		{name: "deep queues (half a second queued)", specs: []simTenant{simT("a", 30, simDeep), simT("b", 60, simPlain)},
+			want: map[string]float64{"a": 30, "b": 60}},
+		{name: "best effort beside 30+50", specs: []simTenant{simT("a", 30, simPlain), simT("b", 50, simGEMM), simT("c", 0, simElem)},
+			want: map[string]float64{"a": 30, "b": 50, "c": 18.5}},
+	}...)
+	for _, noise := range []int{0, 20} {
+		for _, tt := range tests {
+			t.Run(tt.name+map[bool]string{true: " noisy", false: ""}[noise > 0], func(t *testing.T) {
+				opts := tt.opts
+				opts.noise = noise
+				specs := tt.specs
+				if noise > 0 { // ±20-point samples: costs settle to ±3 points in about 10 s of them
+					specs = stretch(specs, 2)
+					opts.stopController *= 2
+				}
+				got, obs := simulate(t, specs, opts)
+				t.Logf("simulated: %s (foreign %.3f)", simString(got), obs.Foreign)
+				for k, w := range tt.want {
+					if d := got[k] - w; d > 3 || d < -3 {
+						t.Errorf("%s got %.1f, want %.0f ± 3", k, got[k], w)
+					}
+				}
+			})
+		}
+	}
+}
+
+// stretch runs every tenant f times as long (starts too).
+func stretch(specs []simTenant, f float64) []simTenant {
+	out := make([]simTenant, len(specs))
+	for i, s := range specs {
+		s.start = time.Duration(float64(s.start) * f)
+		s.secs *= f
+		out[i] = s
+	}
+	return out
+}
+
+// TestSimShapeOnlyMisses: the mutation check. Costs from the launch shape
+// alone (no per-process samples) mis-share two programs whose units cost 8x
+// apart; the attribution is what holds them.
+func TestSimShapeOnlyMisses(t *testing.T) {
+	got, _ := simulate(t, []simTenant{simT("a", 30, simOneWarp), simT("b", 60, simPlain)}, simOptions{noAttribution: true})
+	t.Logf("simulated, shape-only costs: %s", simString(got))
+	if d := got["a"] - 30; d < 4 && d > -4 {
+		t.Errorf("shape-only costs held a at %.1f (want it off by more than 3 points): the different-programs cases no longer test the attribution", got["a"])
+	}
+}
