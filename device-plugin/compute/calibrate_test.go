@@ -125,7 +125,7 @@ func TestMeasurementFromSamples(t *testing.T) {
 		return float64(b-a) / 1e6, true // a: one unit per ms
 	}
 	g := &gpuSamples{unowned: map[uint32]bool{999: true}} // 999 was in the previous batch too
-	for i := range uint64(20) { // device windows 100 ms each, 50% busy
+	for i := range uint64(20) {                           // device windows 100 ms each, 50% busy
 		g.addWindow(Window{StartNs: i * 100e6, EndNs: (i + 1) * 100e6, BusyNs: 50e6})
 	}
 	g.pending = []ProcessSample{
