@@ -14,6 +14,10 @@ type Measurement struct {
 	UnknownNs float64             // GPU time of unowned processes seen for the first time: not yet foreign
 	Tenants   map[string]Measured // by Tenant.Key: tenants with samples in the window
 	Unowned   int                 // samples of processes no tenant owns
+	// Unmapped: tenants launched work in the window but no sample mapped to
+	// any of them (the owners cannot see their processes); the unowned time
+	// is then counted unknown, not foreign.
+	Unmapped bool
 }
 
 // Measured is one tenant's GPU time in a measurement window and the cost

@@ -133,7 +133,7 @@ func TestMeasurementFromSamples(t *testing.T) {
 		{PID: 200, StartNs: 1e9, EndNs: 2e9, SM: 0.05}, {PID: 999, StartNs: 1e9, EndNs: 2e9, SM: 0.1},
 		{PID: 100, StartNs: 2e9, EndNs: 3e9, SM: 0.3}, // not covered by the device windows yet
 	}
-	got := g.measurement(2.1e9, owner, units)
+	got := g.measurement(2.1e9, owner, units, []string{"a", "b"})
 	want := &Measurement{SpanNs: 1e9, BusyNs: 500e6, ForeignNs: 100e6, Unowned: 1, Tenants: map[string]Measured{
 		"a": {BusyNs: 300e6, Units: 1000}, "b": {BusyNs: 50e6, NoUnits: true}}}
 	if diff := cmp.Diff(want, got, cmpopts.EquateApprox(0, 1e-6)); diff != "" {
@@ -145,8 +145,26 @@ func TestMeasurementFromSamples(t *testing.T) {
 	// an unowned pid seen for the first time (a container's process that just
 	// ended shows up once) is not foreign load yet
 	g.pending = []ProcessSample{{PID: 777, StartNs: 1e9, EndNs: 2e9, SM: 0.9}}
-	if m := g.measurement(2.1e9, owner, units); m.ForeignNs != 0 || m.UnknownNs != 900e6 {
+	if m := g.measurement(2.1e9, owner, units, []string{"a", "b"}); m.ForeignNs != 0 || m.UnknownNs != 900e6 {
 		t.Errorf("first sighting of pid 777: foreign %v, unknown %v; want 0 and 9e8", m.ForeignNs, m.UnknownNs)
+	}
+	// seen again, while tenant a launches and no sample maps to any tenant:
+	// the owners cannot see the tenants' processes, so it is not foreign
+	g.pending = []ProcessSample{{PID: 777, StartNs: 2e9, EndNs: 3e9, SM: 0.9}}
+	for i := uint64(20); i < 30; i++ {
+		g.addWindow(Window{StartNs: i * 100e6, EndNs: (i + 1) * 100e6, BusyNs: 90e6})
+	}
+	if m := g.measurement(3.1e9, owner, units, []string{"a", "b"}); m.ForeignNs != 0 || m.UnknownNs != 900e6 || !m.Unmapped {
+		t.Errorf("no sample mapped while a launches: foreign %v, unknown %v, unmapped %v; want 0, 9e8, true", m.ForeignNs, m.UnknownNs, m.Unmapped)
+	}
+	// with no tenant launching, an unowned process is foreign load
+	g.pending = []ProcessSample{{PID: 777, StartNs: 3e9, EndNs: 4e9, SM: 0.9}}
+	for i := uint64(30); i < 40; i++ {
+		g.addWindow(Window{StartNs: i * 100e6, EndNs: (i + 1) * 100e6, BusyNs: 90e6})
+	}
+	idle := func(string, uint64, uint64) (float64, bool) { return 0, true }
+	if m := g.measurement(4.1e9, owner, idle, []string{"a", "b"}); m.ForeignNs != 900e6 || m.Unmapped {
+		t.Errorf("idle tenants beside pid 777: foreign %v, unmapped %v; want 9e8, false", m.ForeignNs, m.Unmapped)
 	}
 }
 

@@ -33,6 +33,9 @@ type gpuSamples struct {
 	// container that just ended (its pid no longer resolves) shows up once,
 	// with its last second; a foreign process keeps showing up.
 	unowned map[uint32]bool
+	// unmappedSaid: the log line about samples no owner maps was written
+	// (again once they map, and stop mapping)
+	unmappedSaid bool
 }
 
 const (
@@ -68,8 +71,9 @@ func (g *gpuSamples) busy(a, b uint64) (float64, bool) {
 // measurement turns the pending samples the device windows cover (or that
 // waited too long) into one Measurement: each sample's pid mapped to its
 // tenant by owner, a tenant's units read from its launched counter over the
-// sample's window by units. nil when none is ready.
-func (g *gpuSamples) measurement(now uint64, owner func(pid uint32) (string, bool), units func(key string, a, b uint64) (float64, bool)) *Measurement {
+// sample's window by units (keys: every tenant on the GPU). nil when none
+// is ready.
+func (g *gpuSamples) measurement(now uint64, owner func(pid uint32) (string, bool), units func(key string, a, b uint64) (float64, bool), keys []string) *Measurement {
 	var ready, wait []ProcessSample
 	covered := uint64(0)
 	if n := len(g.windows); n > 0 {
@@ -124,6 +128,20 @@ func (g *gpuSamples) measurement(now uint64, owner func(pid uint32) (string, boo
 		m.Tenants[key] = t
 	}
 	g.unowned = unowned
+	launched := false
+	for _, key := range keys {
+		if u, ok := units(key, lo, hi); ok && u > 0 {
+			launched = true
+		}
+	}
+	if len(m.Tenants) == 0 && m.ForeignNs > 0 && launched {
+		// Tenants launched work in the window, yet no sample is theirs: the
+		// owners cannot see their processes (no host pid view, a cgroup
+		// layout not understood). Their time is not foreign load.
+		m.UnknownNs += m.ForeignNs
+		m.ForeignNs = 0
+		m.Unmapped = true
+	}
 	m.SpanNs = float64(hi - lo)
 	// the residual (device busy no sample explains) only from one sampling
 	// round: samples stamped apart each cover part of the processes

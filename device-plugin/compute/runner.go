@@ -242,7 +242,19 @@ func (r *Runner) Tick(ctx context.Context) {
 		}
 		in := Input{BusyNs: busy, PeriodNs: period, NowNs: now}
 		if r.Owners != nil {
-			in.Measurement = gs.measurement(now, r.Owners, r.unitsOf(list))
+			keys := make([]string, 0, len(list))
+			for _, t := range list {
+				keys = append(keys, t.Key)
+			}
+			in.Measurement = gs.measurement(now, r.Owners, r.unitsOf(list), keys)
+			switch m := in.Measurement; {
+			case m == nil:
+			case m.Unmapped && !gs.unmappedSaid:
+				logger.Info("No per-process sample maps to a container on this GPU although its containers launch work: their GPU time is not taken as foreign load; check that the device plugin sees host pids (hostPID) and the cgroup layout", "gpu", uuid)
+				gs.unmappedSaid = true
+			case len(m.Tenants) > 0:
+				gs.unmappedSaid = false
+			}
 		}
 		kept := list[:0:0]
 		for _, t := range list {

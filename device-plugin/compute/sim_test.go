@@ -294,7 +294,7 @@ func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]floa
 			return out, nil
 		}}
 	if !opts.noAttribution {
-		r.Owners = func(pid uint32) (string, bool) { k, ok := owners[pid]; return k, ok }
+		r.Owners = func(pid uint32) (string, bool) { k, ok := owners[pid]; return k, ok && !opts.blindOwners }
 	}
 	// CLOCK_MONOTONIC is the time since boot: the node starts long after it
 	const base = 100 * time.Second
@@ -332,6 +332,7 @@ type simOptions struct {
 	noise             int
 	stopController    time.Duration
 	noAttribution     bool
+	blindOwners       bool // the owners map no pid (no host pid view)
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -59,6 +59,8 @@ func TestSimShares(t *testing.T) {
 			opts: simOptions{slice: 4 * time.Millisecond, switchCost: 200 * time.Microsecond}, want: map[string]float64{"a": 30, "b": 60}},
 		{name: "deep queues (half a second queued)", specs: []simTenant{simT("a", 30, simDeep), simT("b", 60, simPlain)},
 			want: map[string]float64{"a": 30, "b": 60}},
+		{name: "owners see no pid (same programs)", specs: []simTenant{simT("a", 30, simPlain), simT("b", 60, simPlain)},
+			opts: simOptions{blindOwners: true}, want: map[string]float64{"a": 30, "b": 60}},
 		{name: "best effort beside 30+50", specs: []simTenant{simT("a", 30, simPlain), simT("b", 50, simGEMM), simT("c", 0, simElem)},
 			want: map[string]float64{"a": 30, "b": 50, "c": 18.5}},
 	}...)
