@@ -59,9 +59,15 @@ func (p *Plugin) Run(ctx context.Context, restart <-chan struct{}) error {
 		goRun("image reports", func() error { p.imageReportLoop(ctx); return nil })
 	}
 	if src, ok := p.opts.Lib.(interface{ ComputeSource() compute.Source }); ok {
-		// Owners: each tenant's GPU time is calibrated from NVML's per-process
-		// samples, mapped host pid -> cgroup -> container (docs/limiter.md).
-		r := &compute.Runner{Source: src.ComputeSource(), List: p.tenancies, Clock: compute.Monotonic, Owners: p.owners}
+		r := &compute.Runner{Source: src.ComputeSource(), List: p.tenancies, Clock: compute.Monotonic}
+		if !p.opts.Config.MemoryGuard.Disabled {
+			// Owners: each tenant's GPU time is calibrated from NVML's
+			// per-process samples, mapped host pid -> cgroup -> container
+			// (docs/limiter.md). It needs the host's pids, which the chart
+			// grants with the memory guard; without them costs come from the
+			// device-wide busy time alone.
+			r.Owners = p.owners
+		}
 		goRun("compute controller", func() error { return r.Run(ctx) })
 	}
 	if guard, stop := p.memoryGuard(ctx); guard != nil {
