@@ -497,6 +497,7 @@ func TestClosedLoopShares(t *testing.T) {
 // about 10 of them to settle within ±3 points of share (the simulation in
 // sim_test.go shows 12 s runs missing by 4-5 points with that noise).
 const diffSecs = 20
+
 func gemm(name string, cores int) tenantSpec {
 	return tenantSpec{name: name, cores: cores, grid: 132, block: 256, nsPerBlock: 20000, secs: diffSecs}
 }

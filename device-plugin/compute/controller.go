@@ -349,14 +349,18 @@ func (g *GPU) decide(t TenantInput, st *tenantState, in Input, P, a, k, share fl
 	frac := max(share+gain*st.integ/P, share/8, 0.002)
 	rate := frac / k * backoff
 	// the rate that holds the share, should the node stop answering: the
-	// share at the estimated cost while the loop settles, then the average
-	// of the rates in force, backed-off periods included (the share was held
-	// by the mix; averaging only the full rates runs a few points over)
+	// share at the estimated cost, averaged. Not the rates in force: while
+	// the loop settles the GPU is often saturated, launches queue instead of
+	// running, and the rates that held the share then were up to half as
+	// high again as what the share needs once no one corrects them (a 30%
+	// container ran at 41-44% after the controller died at 2.5 s, fake
+	// driver). k is measured (per-process samples) or exact for same-program
+	// tenants, so share/k is the launch rate that takes the share.
 	st.periods++
 	if st.periods <= settlePeriods {
 		st.fallback = share / k
 	} else {
-		st.fallback += 0.1 * (rate - st.fallback)
+		st.fallback += 0.1 * (share/k - st.fallback)
 	}
 	rate *= 1 + dither*sign(t.Key, g.period)
 	st.rate = rate

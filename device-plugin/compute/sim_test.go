@@ -333,6 +333,7 @@ type simOptions struct {
 	stopController    time.Duration
 	noAttribution     bool
 	blindOwners       bool // the owners map no pid (no host pid view)
+	noiseFree         bool // the case runs without per-process noise only
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
