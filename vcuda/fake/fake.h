@@ -51,14 +51,14 @@
  * per-process sample over a second is computed from what ran, not cut at the ring's start */
 #define FK_RING (1 << 18)
 #define FK_PIDS 64
-#define FK_MAGIC 0x33504746u /* "FGP3": per-kernel GPU time, pid slots keyed by (pid, pid namespace) with memory; bump on any layout change */
+#define FK_MAGIC 0x34504746u /* "FGP4": kernels keyed by pid slot, slots by (pid, pid namespace) with memory; bump on any layout change */
 #define FK_MAX_CTX 64 /* contexts a process may create at once */
 #define FK_MAX_PEEK 256 /* state files the query API may map */
 
 struct fk_kern {
 	uint64_t start, end;
 	int32_t pid;
-	uint32_t pad;
+	uint32_t slot; /* the launching process's pid slot: pids of two namespaces may be equal */
 };
 
 _Static_assert(sizeof(struct fk_kern) == 24, "fk_kern is part of the state file layout");
@@ -144,7 +144,8 @@ void fk_mem_give(int dev, uint64_t size);
 void fk_launch(int dev, uint64_t blocks);
 void fk_enqueue(int dev, uint64_t dur);
 void fk_sync(int dev);
-uint64_t fk_busy_locked(struct fk_state *s, int pid, uint64_t t);
+uint64_t fk_busy_locked(struct fk_state *s, int slot, uint64_t t);
+int fk_slot_locked(struct fk_state *s, int pid, uint64_t pidns);
 uint64_t fk_pidns_of(const char *proc_pid_dir);
 int fk_cur_dev(void);
 

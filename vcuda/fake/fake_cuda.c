@@ -323,9 +323,11 @@ FK_EXPORT int fakegpu_busy_ns(const char *uuid, const int *pids, int npids, uint
 	fk_lock(s);
 	uint64_t now = fk_now(), busy = 0;
 	if (npids == 0)
-		busy = fk_busy_locked(s, 0, now);
-	for (int i = 0; i < npids; i++)
-		busy += fk_busy_locked(s, pids[i], now);
+		busy = fk_busy_locked(s, -1, now);
+	for (int i = 0; i < npids; i++) { /* pids of the caller's namespace */
+		int slot = fk_slot_locked(s, pids[i], fk.pidns);
+		busy += slot < 0 ? 0 : fk_busy_locked(s, slot, now);
+	}
 	fk_unlock(s);
 	*busy_ns = busy;
 	*now_ns = now;

@@ -315,11 +315,13 @@ void fk_enqueue(int dev, uint64_t dur)
 		struct fk_kern *k = &s->ring[s->nkern % FK_RING];
 		k->start = start;
 		k->end = start + dur;
+		struct fk_pidslot *ps = pid_slot(d, pid);
 		k->pid = pid;
+		k->slot = (uint32_t)(ps - s->pids);
 		s->nkern++;
 		s->busy_until = start + dur;
 		s->sched_all += dur;
-		pid_slot(d, pid)->sched_ns += dur;
+		ps->sched_ns += dur;
 		__atomic_store_n(&d->last_end, start + dur, __ATOMIC_RELAXED);
 		fk_unlock(s);
 		return;
@@ -333,32 +335,29 @@ void fk_sync(int dev)
 		fk_sleep_ns(end - now);
 }
 
-/* GPU time pid (0 = all) had used by time t. Kernels ending after t are the newest ones
- * (one engine, FIFO), so walk back from the newest until one ended by t. */
-uint64_t fk_busy_locked(struct fk_state *s, int pid, uint64_t t)
+/* The pid slot of (pid, pid namespace) on a device, -1 if it has none. */
+int fk_slot_locked(struct fk_state *s, int pid, uint64_t pidns)
 {
-	uint64_t busy = 0;
-	if (pid == 0) {
-		busy = s->sched_all;
-	} else {
-		int found = 0;
-		for (int i = 0; i < FK_PIDS && !found; i++) {
-			if (s->pids[i].pid == pid) {
-				busy = s->pids[i].sched_ns;
-				found = 1;
-			}
-		}
-		if (!found)
-			return 0;
-	}
+	for (int i = 0; i < FK_PIDS; i++)
+		if (s->pids[i].pid == pid && s->pids[i].pidns == pidns)
+			return i;
+	return -1;
+}
+
+/* GPU time the process of a pid slot (-1: all) had used by time t. Kernels ending after t
+ * are the newest ones (one engine, FIFO), so walk back from the newest until one ended by t. */
+uint64_t fk_busy_locked(struct fk_state *s, int slot, uint64_t t)
+{
+	uint64_t busy = slot < 0 ? s->sched_all : s->pids[slot].sched_ns;
 	for (uint64_t i = s->nkern; i > 0 && s->nkern - i < FK_RING; i--) {
 		struct fk_kern *k = &s->ring[(i - 1) % FK_RING];
 		if (k->end <= t)
 			break;
-		if (pid && k->pid != pid)
+		if (slot >= 0 && (k->slot != (uint32_t)slot || k->pid != s->pids[slot].pid))
 			continue;
 		uint64_t from = k->start > t ? k->start : t;
-		busy -= k->end - from;
+		uint64_t d = k->end - from;
+		busy = busy > d ? busy - d : 0;
 	}
 	return busy;
 }

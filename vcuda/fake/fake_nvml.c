@@ -116,7 +116,7 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t h, nvmlUtiliza
 	struct fk_state *s = fk.dev[i].st;
 	uint64_t p = fk.sample_ns, t = fk_now() / p * p;
 	fk_lock(s);
-	uint64_t busy = fk_busy_locked(s, 0, t) - fk_busy_locked(s, 0, t - p);
+	uint64_t busy = fk_busy_locked(s, -1, t) - fk_busy_locked(s, -1, t - p);
 	fk_unlock(s);
 	u->gpu = pct(busy, p);
 	u->memory = 0;
@@ -161,7 +161,7 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t h, nvmlSamplingType_t t
 	fk_lock(s);
 	for (uint64_t w = nwin; w-- > 0 && n < *count;) {
 		uint64_t end = t - w * p;
-		uint64_t busy = fk_busy_locked(s, 0, end) - fk_busy_locked(s, 0, end - win);
+		uint64_t busy = fk_busy_locked(s, -1, end) - fk_busy_locked(s, -1, end - win);
 		out[n].timeStamp = end / 1000 + off_us;
 		out[n].sampleValue.ullVal = 0;
 		out[n].sampleValue.uiVal = pct(busy, win);
@@ -184,11 +184,13 @@ static int proc_noise(int pid, uint64_t end)
 	return (int)(x % (2 * fk.proc_noise + 1)) - (int)fk.proc_noise;
 }
 
+static unsigned reader_pid(const struct fk_pidslot *p);
+static int reader_sees_all(void);
+
 /* Per-process samples as a real driver gives them: one per process that ran on the device
  * in the period, for each complete period of FAKEGPU_PROC_SAMPLE_US (about a second) that ended
  * after last_seen_us (at most 16 back), off by up to FAKEGPU_PROC_NOISE points, keyed by
- * pid + FAKEGPU_NVML_PID_OFFSET (the host's view of a container's pids), stamped in wall-clock
- * microseconds like the device samples. */
+ * host pids (below), stamped in wall-clock microseconds like the device samples. */
 FK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
 						       nvmlProcessUtilizationSample_t *out,
 						       unsigned int *count,
@@ -207,28 +209,42 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
 	while (last_seen_us && nwin < 16 && t >= (nwin + 1) * p &&
 	       (t - nwin * p) / 1000 + off_us > last_seen_us)
 		nwin++;
+	/* sampled under the lock, pids mapped after it (that may read /proc) */
+	struct {
+		struct fk_pidslot slot;
+		uint64_t end, busy;
+	} got[16 * FK_PIDS];
 	unsigned n = 0;
 	fk_lock(s);
 	for (uint64_t w = nwin; w-- > 0;) {
 		uint64_t end = t - w * p;
 		for (int k = 0; k < FK_PIDS; k++) {
-			int pid = s->pids[k].pid;
-			if (!pid)
+			if (!s->pids[k].pid)
 				continue;
-			uint64_t busy = fk_busy_locked(s, pid, end) - fk_busy_locked(s, pid, end - p);
-			if (!busy)
-				continue;
-			if (out && n < *count) {
-				int v = (int)pct(busy, p) + proc_noise(pid, end);
-				out[n] = (nvmlProcessUtilizationSample_t){
-					.pid = (unsigned)pid + fk.nvml_pid_offset,
-					.timeStamp = end / 1000 + off_us,
-					.smUtil = (unsigned)(v < 0 ? 0 : v > 100 ? 100 : v) };
-			}
-			n++;
+			uint64_t busy = fk_busy_locked(s, k, end) - fk_busy_locked(s, k, end - p);
+			if (busy)
+				got[n].slot = s->pids[k], got[n].end = end, got[n].busy = busy, n++;
 		}
 	}
 	fk_unlock(s);
+	int all = reader_sees_all();
+	for (unsigned k = 0; out && k < n && k < *count; k++) {
+		/* the host's pid, as the driver keys its samples: a process of another namespace,
+		 * seen from the host's, by its task; one of the reader's own namespace (or, from
+		 * inside a container, anyone's) shows pid + FAKEGPU_NVML_PID_OFFSET, a pid the
+		 * container cannot match */
+		unsigned pid = (unsigned)got[k].slot.pid + fk.nvml_pid_offset;
+		if (all && got[k].slot.pidns && got[k].slot.pidns != fk.pidns) {
+			unsigned host = reader_pid(&got[k].slot);
+			if (host)
+				pid = host;
+		}
+		int v = (int)pct(got[k].busy, p) + proc_noise((int)pid, got[k].end);
+		out[k] = (nvmlProcessUtilizationSample_t){
+			.pid = pid,
+			.timeStamp = got[k].end / 1000 + off_us,
+			.smUtil = (unsigned)(v < 0 ? 0 : v > 100 ? 100 : v) };
+	}
 	if (!n)
 		return NVML_ERROR_NOT_FOUND;
 	if (!out || n > *count) {

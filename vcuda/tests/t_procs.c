@@ -1,7 +1,9 @@
 /*
  * t_procs.c - the fake NVML's running processes, as a node agent reads them: each live
  * process with its pid in the reader's (host) namespace and the device memory it holds,
- * also for a process in its own pid namespace (a container), where it is pid 1.
+ * also for a process in its own pid namespace (a container), where it is pid 1; and its
+ * per-process utilization samples, keyed by the same host pids even when two containers'
+ * processes have the same pid inside.
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -113,4 +115,87 @@ void test_nvml_running_processes_host_pids(void)
 	kill(a, SIGKILL);
 	t_wait(a);
 	close(fa);
+}
+
+/* Prints "pid smUtil" per per-process utilization sample of device 0 (all it keeps). */
+int child_nvml_proc_util(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	nvmlDevice_t h;
+	CCHECK(nvmlInit_v2() == NVML_SUCCESS, "nvmlInit");
+	CCHECK(nvmlDeviceGetHandleByIndex_v2(0, &h) == NVML_SUCCESS, "handle");
+	nvmlProcessUtilizationSample_t s[256];
+	unsigned n = 256;
+	nvmlReturn_t rc = nvmlDeviceGetProcessUtilization(h, s, &n, 1);
+	CCHECK(rc == NVML_SUCCESS || rc == NVML_ERROR_NOT_FOUND, "per-process utilization: %d", rc);
+	for (unsigned i = 0; rc == NVML_SUCCESS && i < n; i++)
+		printf("%u %u\n", s[i].pid, s[i].smUtil);
+	return 0;
+}
+
+/* the host pid of the process unshare -p -f started (pid 1 of the new namespace) */
+static long ns_child(pid_t unshare)
+{
+	char path[96], buf[64] = "";
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)unshare, (int)unshare);
+	for (int i = 0; i < 500; i++) {
+		FILE *f = fopen(path, "re");
+		if (f) {
+			size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+			buf[n] = '\0';
+			fclose(f);
+			if (atol(buf) > 0)
+				return atol(buf);
+		}
+		usleep(10 * 1000);
+	}
+	return 0;
+}
+
+/* whether out has a line "<pid> <util>" with util >= min */
+static int sampled(const char *out, long pid, unsigned min)
+{
+	for (const char *l = out; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		long p;
+		unsigned u;
+		if (sscanf(l, "%ld %u", &p, &u) == 2 && p == pid && u >= min)
+			return 1;
+	}
+	return 0;
+}
+
+/* Two containers' processes, each pid 1 in its own pid namespace, burn on one GPU: the
+ * host's per-process samples name each by its own host pid (the real driver keys them by
+ * the task), never by the pid they share inside. */
+void test_nvml_process_utilization_host_pids(void)
+{
+	char out[8192], uuid[64], devs[128], cfg[300];
+	struct t_container ct;
+	t_uuid(uuid);
+	t_container(&ct, VCUDA_POLICY_NONE);
+	t_container_dev(&ct, uuid, 4096, 100);
+	t_container_write(&ct);
+	snprintf(devs, sizeof(devs), "FAKEGPU_DEVICES=%s:81920", uuid);
+	snprintf(cfg, sizeof(cfg), "VCUDA_CONFIG=%s", ct.cfg);
+	const char *env[] = { devs, cfg, "FAKEGPU_PROC_SAMPLE_US=200000", "FAKEGPU_PROC_NOISE=0",
+			      "FAKEGPU_NVML_PID_OFFSET=0", NULL };
+	const char *burn[] = { "/usr/bin/unshare", "-p", "-f", "--kill-child", t_self(), "child",
+			       "burn", "200", "256", "plain", "1500", NULL };
+	int fa, fb;
+	pid_t a = t_spawn(env, burn, &fa), b = t_spawn(env, burn, &fb);
+	long host_a = ns_child(a), host_b = ns_child(b);
+	CHECK(host_a > 1 && host_b > 1 && host_a != host_b, "burners' host pids %ld, %ld", host_a,
+	      host_b);
+	usleep(900 * 1000); /* a few 200 ms sample periods with both running */
+	const char *q[] = { "nvml_proc_util", NULL };
+	CHECK(t_run(env, q, out, sizeof(out)) == 0, "query:\n%s", out);
+	CHECK(sampled(out, host_a, 10) && sampled(out, host_b, 10),
+	      "no busy sample for host pids %ld and %ld (each pid 1 inside its namespace):\n%s",
+	      host_a, host_b, out);
+	CHECK(!sampled(out, 1, 0), "a sample keyed by pid 1, the pid inside the namespaces:\n%s", out);
+	t_wait(a);
+	t_wait(b);
+	close(fa);
+	close(fb);
 }
