@@ -55,6 +55,7 @@ ours:
 	$(call gobuild,$(BIN)/vgpu-device-plugin,./cmd/vgpu-device-plugin)
 	$(call gobuild,$(BIN)/vgpu-admission,./cmd/vgpu-admission)
 	$(call gobuild,$(BIN)/vgpu-cdi-hook,./cmd/vgpu-cdi-hook)
+	$(call gobuild,$(BIN)/kubectl-vgpu,./cmd/kubectl-vgpu)
 	$(call gobuild,$(BIN)/vgpu-device-plugin-sim,./e2e/cmd/vgpu-device-plugin-sim)
 	$(call gobuild,$(BIN)/vgpu-device-plugin-sim-group,./e2e/cmd/vgpu-device-plugin-sim-group)
 	$(call gobuild,$(BIN)/kubelet-emulator,./e2e/cmd/kubelet-emulator)
