@@ -6,6 +6,7 @@ package metrics
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -66,6 +67,9 @@ type Snapshot struct {
 	Containers []Container
 	Health     Health
 	Unlimited  []Unlimited
+	// InventoryPublished is when the node's inventory was last published
+	// (zero: not yet, or no publisher runs).
+	InventoryPublished time.Time
 }
 
 // Allocation failure reasons (label values).
@@ -113,6 +117,7 @@ var (
 	descCLimited = prometheus.NewDesc(ns+"_container_compute_throttled", "1 while the compute controller admits a container's launches only within an allowance, 0 while it lets them run freely.", containerLabels, nil)
 	descCWaits   = prometheus.NewDesc(ns+"_container_launch_waits_total", "Kernel launches of a container that waited for allowance (the container's own report).", containerLabels, nil)
 	descCPolicy  = prometheus.NewDesc(ns+"_container_compute_policy", "1 for the compute policy (fixed, balance, none) of a container on one GPU.", append(containerLabels[:len(containerLabels):len(containerLabels)], "policy"), nil)
+	descPublish  = prometheus.NewDesc(ns+"_inventory_published_timestamp_seconds", "When the device plugin last published the node's inventory (its heartbeat); the scheduler places nothing on a node whose heartbeat is older than its vgpu.staleAfter.", nil, nil)
 	descUnlim    = prometheus.NewDesc(ns+"_container_unlimited", "1 for an allocated container whose image or entrypoint libvcuda.so cannot load into (reason: musl, static): its GPU use is not limited.",
 		[]string{"namespace", "pod", "container", "reason"}, nil)
 )
@@ -121,7 +126,7 @@ type collector struct{ snapshot func() Snapshot }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descMemCap, descMemAlloc, descCoreCap, descCoreAllo, descShares, descSharesMx, descHealthy, descCMem, descCCores, descWaitErr, descProbeErr, descUnnamed, descUnlim,
-		descMemUsed, descStranded, descBusy, descBusySec, descCUsed, descCTarget, descCAchieve, descCBusySec, descCLimited, descCWaits, descCPolicy} {
+		descMemUsed, descStranded, descBusy, descBusySec, descCUsed, descCTarget, descCAchieve, descCBusySec, descCLimited, descCWaits, descCPolicy, descPublish} {
 		ch <- d
 	}
 }
@@ -153,6 +158,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descWaitErr, prometheus.CounterValue, float64(s.Health.EventWaitErrors))
 	for u, n := range s.Health.ProbeFailures {
 		ch <- prometheus.MustNewConstMetric(descProbeErr, prometheus.CounterValue, float64(n), u)
+	}
+	if !s.InventoryPublished.IsZero() {
+		ch <- prometheus.MustNewConstMetric(descPublish, prometheus.GaugeValue, float64(s.InventoryPublished.UnixNano())/1e9)
 	}
 	ch <- prometheus.MustNewConstMetric(descUnnamed, prometheus.GaugeValue, float64(s.Health.UnnamedGPUs))
 	for _, c := range s.Containers {

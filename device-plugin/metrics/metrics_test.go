@@ -3,6 +3,7 @@ package metrics
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -24,7 +25,8 @@ func TestExposition(t *testing.T) {
 				// nothing measured yet: only the limits
 				{Namespace: "ns", Pod: "q", Container: "c", UUID: "GPU-a", Model: "A100", MemoryMiB: 256, Cores: 50},
 			},
-			Health: Health{EventWaitErrors: 3, ProbeFailures: map[string]uint64{"GPU-b": 7}, UnnamedGPUs: 1},
+			InventoryPublished: time.Unix(1700000000, 500000000),
+			Health:             Health{EventWaitErrors: 3, ProbeFailures: map[string]uint64{"GPU-b": 7}, UnnamedGPUs: 1},
 		}
 	})
 	m.AllocationFailures.WithLabelValues(ReasonAmbiguous).Inc()
@@ -61,6 +63,9 @@ volcano_vgpu_container_launch_waits_total{container="c",gpu_index="0",gpu_uuid="
 # HELP volcano_vgpu_container_compute_policy 1 for the compute policy (fixed, balance, none) of a container on one GPU.
 # TYPE volcano_vgpu_container_compute_policy gauge
 volcano_vgpu_container_compute_policy{container="c",gpu_index="0",gpu_uuid="GPU-a",model="A100",namespace="ns",pod="p",policy="fixed"} 1
+# HELP volcano_vgpu_inventory_published_timestamp_seconds When the device plugin last published the node's inventory (its heartbeat); the scheduler places nothing on a node whose heartbeat is older than its vgpu.staleAfter.
+# TYPE volcano_vgpu_inventory_published_timestamp_seconds gauge
+volcano_vgpu_inventory_published_timestamp_seconds 1.7000000005e+09
 # HELP volcano_vgpu_gpu_busy_ratio Busy fraction of the GPU measured by the node's compute controller (NVML), averaged over about 2 s.
 # TYPE volcano_vgpu_gpu_busy_ratio gauge
 volcano_vgpu_gpu_busy_ratio{gpu_index="0",gpu_uuid="GPU-a",model="A100"} 0.5
@@ -99,7 +104,7 @@ volcano_vgpu_gpus_unnamed 1
 		"volcano_vgpu_container_memory_used_bytes", "volcano_vgpu_container_compute_share_achieved_ratio", "volcano_vgpu_container_compute_share_target_ratio",
 		"volcano_vgpu_container_compute_throttled", "volcano_vgpu_container_gpu_busy_seconds_total", "volcano_vgpu_container_launch_waits_total",
 		"volcano_vgpu_container_compute_policy", "volcano_vgpu_gpu_busy_ratio", "volcano_vgpu_gpu_busy_seconds_total", "volcano_vgpu_gpu_memory_used_bytes",
-		"volcano_vgpu_gpu_memory_stranded_bytes",
+		"volcano_vgpu_gpu_memory_stranded_bytes", "volcano_vgpu_inventory_published_timestamp_seconds",
 		"volcano_vgpu_gpu_cores_allocated_ratio", "volcano_vgpu_gpu_healthy", "volcano_vgpu_gpu_memory_allocated_bytes", "volcano_vgpu_gpu_shares",
 		"volcano_vgpu_nvml_event_wait_errors_total", "volcano_vgpu_gpu_probe_failures_total", "volcano_vgpu_gpus_unnamed"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {

@@ -71,7 +71,8 @@ type Plugin struct {
 	topo      gpu.Topology
 	health    *health.Tracker
 	metrics   *metrics.Metrics
-	usage     *usage.Tracker // what the compute controller measured, for the metrics
+	usage     *usage.Tracker   // what the compute controller measured, for the metrics
+	published func() time.Time // when the node report last published the inventory (set by Run)
 	// guardMetrics are the memory guard's series (registered even when it is off).
 	guardMetrics *memguard.Metrics
 	resched      *reschedule.Rescheduler // nil unless allocate.reschedule

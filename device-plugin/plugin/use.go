@@ -60,7 +60,11 @@ func (p *Plugin) snapshot() metrics.Snapshot {
 		}
 	}
 	s.Unlimited = p.unlimitedLocked()
+	published := p.published
 	p.mu.Unlock()
+	if published != nil {
+		s.InventoryPublished = published()
+	}
 
 	live := map[[2]string]bool{}
 	files := map[string]containerFiles{}
