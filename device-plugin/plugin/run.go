@@ -63,7 +63,7 @@ func (p *Plugin) Run(ctx context.Context, restart <-chan struct{}) error {
 		goRun("image reports", func() error { p.imageReportLoop(ctx); return nil })
 	}
 	if src, ok := p.opts.Lib.(interface{ ComputeSource() compute.Source }); ok {
-		r := &compute.Runner{Source: src.ComputeSource(), List: p.tenancies, Clock: compute.Monotonic, Observe: p.usage.Observe}
+		r := &compute.Runner{Source: src.ComputeSource(), List: p.tenancies, Clock: compute.Monotonic, Observe: p.observe}
 		goRun("compute controller", func() error { return r.Run(ctx) })
 	}
 	if guard, stop := p.memoryGuard(ctx); guard != nil {

@@ -7,9 +7,20 @@ import (
 	"syscall"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/compute"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/metrics"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/usage"
 	"github.com/volcano-vgpu/volcano-vgpu/plugins/placement"
 )
+
+// observe hands the compute controller's decisions to the usage tracker.
+func (p *Plugin) observe(uuid string, busy float64, ds []compute.Decision) {
+	samples := make([]usage.Sample, len(ds))
+	for i, d := range ds {
+		samples[i] = usage.Sample{Key: d.Key, Target: d.Share, Measured: d.Measured, Limited: d.Control.Mode == api.ControlLimited}
+	}
+	p.usage.Observe(uuid, busy, samples)
+}
 
 // snapshot feeds the metrics: the inventory and the allocation records
 // (under the lock), then what each container reports and the compute

@@ -53,7 +53,7 @@ func TestSnapshotUse(t *testing.T) {
 	paths2, _ := e.p.store.Paths("uid-p2", "main")
 	writeRegion(t, paths1.Shared, 3<<30) // 3 GiB booked
 	writeRegion(t, paths2.Shared, 1<<50) // a lie: more than any GPU has
-	e.p.usage.Observe(e.gpu(1), 0.5, []compute.Decision{{Key: "uid-p1/main", Share: 1, Measured: 0.5}})
+	e.p.observe(e.gpu(1), 0.5, []compute.Decision{{Key: "uid-p1/main", Share: 1, Measured: 0.5}})
 
 	s := e.p.snapshot()
 	byPod := map[string]int{}

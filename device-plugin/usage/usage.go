@@ -1,19 +1,26 @@
 // Package usage keeps what the compute controller measured of each GPU and
 // each of its tenants, for the metrics: the GPU's busy fraction, each
 // tenant's attributed (achieved) share against its target, and whether the
-// controller is holding it back. The controller hands every decision to
-// Tracker.Observe (compute.Runner.Observe); a scrape reads the figures and
-// prunes the tenants that are gone, so series of deleted pods disappear.
+// controller is holding it back. The device plugin hands every period's
+// decisions to Tracker.Observe (from compute.Runner.Observe); a scrape reads
+// the figures and prunes the tenants that are gone, so series of deleted
+// pods disappear. It imports no NVML binding, so the metrics need none.
 package usage
 
 import (
 	"math"
 	"sync"
 	"time"
-
-	"github.com/volcano-vgpu/volcano-vgpu/api"
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/compute"
 )
+
+// Sample is one tenant's period as the compute controller decided it
+// (compute.Decision: Key, Share, Measured, Control.Mode == api.ControlLimited).
+type Sample struct {
+	Key      string
+	Target   float64
+	Measured float64
+	Limited  bool
+}
 
 // Tau is the time constant of the averaged fractions: long enough to smooth
 // NVML's once-a-second samples, short enough to follow a workload's phases.
@@ -50,11 +57,10 @@ func NewTracker(now func() time.Time) *Tracker {
 }
 
 // Observe records one control period of GPU uuid: busy is its busy fraction
-// over the period, ds the decisions for its tenants. It has the signature
-// of compute.Runner.Observe. The period's length is the time since the
+// over the period, ds its tenants' samples. The period's length is the time since the
 // GPU's previous observation (the controller's windows are contiguous); the
 // first observation of a GPU only sets the averages.
-func (t *Tracker) Observe(uuid string, busy float64, ds []compute.Decision) {
+func (t *Tracker) Observe(uuid string, busy float64, ds []Sample) {
 	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -87,8 +93,8 @@ func (t *Tracker) Observe(uuid string, busy float64, ds []compute.Decision) {
 		m := clamp(d.Measured)
 		s.Achieved += alpha * (m - s.Achieved)
 		s.BusySeconds += m * dt
-		s.Target = d.Share
-		s.Limited = d.Control.Mode == api.ControlLimited
+		s.Target = d.Target
+		s.Limited = d.Limited
 	}
 }
 

@@ -4,9 +4,6 @@ import (
 	"math"
 	"testing"
 	"time"
-
-	"github.com/volcano-vgpu/volcano-vgpu/api"
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/compute"
 )
 
 type fakeClock struct{ t time.Time }
@@ -17,15 +14,15 @@ func TestTracker(t *testing.T) {
 	c := &fakeClock{t: time.Unix(1000, 0)}
 	tr := NewTracker(c.now)
 	const u = "GPU-1"
-	dec := func(key string, share, measured float64, mode api.ControlMode) compute.Decision {
-		return compute.Decision{Key: key, Share: share, Measured: measured, Control: api.ControlDevice{Mode: mode}}
+	dec := func(key string, share, measured float64, limited bool) Sample {
+		return Sample{Key: key, Target: share, Measured: measured, Limited: limited}
 	}
 	// First period: sets the averages, accumulates nothing (no length yet).
-	tr.Observe(u, 0.9, []compute.Decision{dec("a", 0.3, 0.3, api.ControlLimited), dec("b", 0.7, 0.6, api.ControlUnlimited)})
+	tr.Observe(u, 0.9, []Sample{dec("a", 0.3, 0.3, true), dec("b", 0.7, 0.6, false)})
 	// 100 periods of 100 ms: a at 0.25, b at 0.65, GPU at 0.9.
 	for range 100 {
 		c.t = c.t.Add(100 * time.Millisecond)
-		tr.Observe(u, 0.9, []compute.Decision{dec("a", 0.3, 0.25, api.ControlLimited), dec("b", 0.7, 0.65, api.ControlUnlimited)})
+		tr.Observe(u, 0.9, []Sample{dec("a", 0.3, 0.25, true), dec("b", 0.7, 0.65, false)})
 	}
 	g, _ := tr.GPU(u)
 	a, _ := tr.Tenant(u, "a")
@@ -50,7 +47,7 @@ func TestTracker(t *testing.T) {
 	}
 	// Out-of-range reports (an untrusted container can skew attribution) are clamped.
 	c.t = c.t.Add(100 * time.Millisecond)
-	tr.Observe(u, 7, []compute.Decision{dec("a", 0.3, math.NaN(), api.ControlLimited)})
+	tr.Observe(u, 7, []Sample{dec("a", 0.3, math.NaN(), true)})
 	if g, _ := tr.GPU(u); g.Busy > 1 {
 		t.Errorf("busy %v after a report of 7, want at most 1", g.Busy)
 	}
