@@ -89,3 +89,25 @@ func TestSnapshotUse(t *testing.T) {
 		t.Error("the deleted pod's tenant is still tracked")
 	}
 }
+
+// writeUsage writes a one-device usage report (vcuda_control.h's layout).
+func writeUsage(t *testing.T, dir string, launched, waits uint64) {
+	t.Helper()
+	b := make([]byte, api.UsageFileSize)
+	le := binary.LittleEndian
+	le.PutUint32(b, api.UsageMagic)
+	le.PutUint32(b[4:], api.UsageVersion)
+	le.PutUint32(b[8:], api.UsageFileSize)
+	le.PutUint32(b[12:], 1)
+	le.PutUint64(b[64:], launched)
+	le.PutUint64(b[72:], waits)
+	if err := api.CheckUsage(b, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := api.ReadUsage(b, 0); got.Launched != launched || got.Waits != waits {
+		t.Fatalf("usage report layout: read back %+v", got)
+	}
+	if err := os.WriteFile(filepath.Join(dir, api.UsageFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
