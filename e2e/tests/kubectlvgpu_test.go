@@ -136,6 +136,7 @@ func TestKubectlVGPU(t *testing.T) {
 	if !strings.HasPrefix(table, "NODE ") {
 		t.Errorf("nodes table:\n%s", table)
 	}
+	t.Logf("kubectl vgpu nodes:\n%s", table)
 
 	podsTable := string(kubectlVGPU(t, ctx, user, "pods", "-n", ns))
 	for _, p := range pods {
@@ -148,6 +149,7 @@ func TestKubectlVGPU(t *testing.T) {
 		t.Errorf("pods: no pending row for %s asking 999999 MiB in:\n%s", big.Name, podsTable)
 	}
 
+	t.Logf("kubectl vgpu pods -n %s:\n%s", ns, podsTable)
 	var why view.WhyReport
 	if err := json.Unmarshal(kubectlVGPU(t, ctx, user, "why", big.Name, "-n", ns, "-o", "json"), &why); err != nil {
 		t.Fatal(err)
