@@ -39,6 +39,7 @@ deps:
 	cd e2e/tools && $(GO) mod download
 	cd e2e/bench && $(GO) mod download
 	cd installer/imagebuild && $(GO) mod download
+	cd installer/promcheck && $(GO) mod download
 
 # A binary is replaced only when its bytes change, so `make cluster` restarts
 # exactly the processes whose code changed (it compares binary and pid file times).
@@ -55,6 +56,7 @@ ours:
 	$(call gobuild,$(BIN)/vgpu-device-plugin,./cmd/vgpu-device-plugin)
 	$(call gobuild,$(BIN)/vgpu-admission,./cmd/vgpu-admission)
 	$(call gobuild,$(BIN)/vgpu-cdi-hook,./cmd/vgpu-cdi-hook)
+	$(call gobuild,$(BIN)/kubectl-vgpu,./cmd/kubectl-vgpu)
 	$(call gobuild,$(BIN)/vgpu-device-plugin-sim,./e2e/cmd/vgpu-device-plugin-sim)
 	$(call gobuild,$(BIN)/vgpu-device-plugin-sim-group,./e2e/cmd/vgpu-device-plugin-sim-group)
 	$(call gobuild,$(BIN)/kubelet-emulator,./e2e/cmd/kubelet-emulator)
@@ -121,6 +123,7 @@ vet:
 	cd e2e/tools && $(GO) vet ./...
 	cd e2e/bench && $(GO) vet ./...
 	cd installer/imagebuild && $(GO) vet ./...
+	cd installer/promcheck && $(GO) vet ./...
 
 # Unit tests, fuzz seed corpora included (go test runs them as tests).
 # The compute controller's closed-loop tests run libvcuda and the fake driver.
@@ -129,6 +132,7 @@ unit: limiter
 	$(GO) test -count=1 -timeout 25m ./device-plugin/compute/   # real-time closed loop (minutes): not beside the others
 	cd e2e/bench && $(GO) test -count=1 ./...
 	cd installer/imagebuild && $(GO) test -count=1 ./...   # image inspection skips: make images-test
+	cd installer/promcheck && $(GO) test -count=1 ./...    # alert rules and dashboard vs the exported series
 
 # The C suite in plain, ASan+UBSan and TSan builds, then the closed loop with
 # the node's controller on the sanitized limiter builds.

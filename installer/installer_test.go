@@ -165,6 +165,7 @@ func TestValuesThatFail(t *testing.T) {
 		{name: "beside under Volcano's own name", sets: []string{"scheduler.mode=beside", "scheduler.schedulerName=volcano"}, want: "would compete with Volcano's own scheduler"},
 		{name: "ServiceMonitor without metrics", sets: []string{"metrics.enabled=false", "metrics.serviceMonitor.enabled=true"}, want: "metrics.serviceMonitor.enabled needs metrics.enabled: true"},
 		{name: "dashboard without metrics", sets: []string{"metrics.enabled=false", "metrics.dashboard.enabled=true"}, want: "metrics.dashboard.enabled needs metrics.enabled: true"},
+		{name: "alert rules without metrics", sets: []string{"metrics.enabled=false", "metrics.prometheusRule.enabled=true"}, want: "metrics.prometheusRule.enabled needs metrics.enabled: true"},
 		{name: "replicas without leader election", sets: []string{"scheduler.replicas=2", "scheduler.leaderElection.enabled=false"}, want: "every replica would schedule the same pods"},
 		{name: "assignment policy with nobody to write", sets: []string{"scheduler.enabled=false"}, want: "needs assignmentPolicy.writers"},
 		{name: "assignment writer with a quote", sets: []string{"assignmentPolicy.writers[0]=a'b"}, want: "assignmentPolicy.writers[0] must be a user name"},

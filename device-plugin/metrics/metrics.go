@@ -6,8 +6,12 @@ package metrics
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/usage"
 )
 
 // GPU is one GPU at scrape time.
@@ -18,13 +22,30 @@ type GPU struct {
 	MemoryMiB, AllocatedMemoryMiB int64
 	AllocatedCores                int // percent of one GPU, summed over containers
 	Shares, MaxShares             int
+	// Use: the memory the containers report booked (their regions, each
+	// clamped to its GPU), the memory stranded by the bookings (free, but
+	// the cores or tenant slots are gone) and what the compute controller
+	// measured (nil: nothing yet).
+	UsedMemoryBytes uint64
+	StrandedMiB     int64
+	Compute         *usage.GPU
 }
 
-// Container is one allocated container's limit on one GPU.
+// Container is one allocated container's limit and use of one GPU.
 type Container struct {
 	Namespace, Pod, Container, UUID string
+	Index                           int // the GPU's NVML index
+	Model                           string
 	MemoryMiB                       int64
 	Cores                           int
+	Policy                          api.ComputePolicy // as the limiter config has it
+	// MemoryUsed is what libvcuda booked in the container's region
+	// (untrusted: clamped to the GPU's memory); nil when unreadable.
+	MemoryUsed *uint64
+	// Report is the container's usage report (untrusted); nil when unreadable.
+	Report *api.UsageDevice
+	// Compute is what the node's controller measured; nil before its first period.
+	Compute *usage.Tenant
 }
 
 // Health is the health tracker's counters.
@@ -46,6 +67,9 @@ type Snapshot struct {
 	Containers []Container
 	Health     Health
 	Unlimited  []Unlimited
+	// InventoryPublished is when the node's inventory was last published
+	// (zero: not yet, or no publisher runs).
+	InventoryPublished time.Time
 }
 
 // Allocation failure reasons (label values).
@@ -68,7 +92,7 @@ const ns = "volcano_vgpu"
 
 var (
 	gpuLabels       = []string{"gpu_uuid", "gpu_index", "model"}
-	containerLabels = []string{"namespace", "pod", "container", "gpu_uuid"}
+	containerLabels = []string{"namespace", "pod", "container", "gpu_uuid", "gpu_index", "model"}
 
 	descMemCap   = prometheus.NewDesc(ns+"_gpu_memory_capacity_bytes", "GPU memory on offer for sharing.", gpuLabels, nil)
 	descMemAlloc = prometheus.NewDesc(ns+"_gpu_memory_allocated_bytes", "GPU memory limits of the containers allocated on the GPU.", gpuLabels, nil)
@@ -82,6 +106,18 @@ var (
 	descWaitErr  = prometheus.NewDesc(ns+"_nvml_event_wait_errors_total", "NVML event set failures; each is retried with backoff while the probes watch the GPUs.", nil, nil)
 	descProbeErr = prometheus.NewDesc(ns+"_gpu_probe_failures_total", "Failed NVML probes of a GPU (lost, or a reset pending).", []string{"gpu_uuid"}, nil)
 	descUnnamed  = prometheus.NewDesc(ns+"_gpus_unnamed", "GPUs NVML counts but cannot name; they are missing from the inventory until a restart.", nil, nil)
+	descMemUsed  = prometheus.NewDesc(ns+"_gpu_memory_used_bytes", "GPU memory the containers allocated on the GPU have booked through libvcuda (their own reports, each clamped to the GPU's memory).", gpuLabels, nil)
+	descStranded = prometheus.NewDesc(ns+"_gpu_memory_stranded_bytes", "Free GPU memory no later tenant could use: the cores or tenant slots run out first at the present tenants' proportions.", gpuLabels, nil)
+	descBusy     = prometheus.NewDesc(ns+"_gpu_busy_ratio", "Busy fraction of the GPU measured by the node's compute controller (NVML), averaged over about 2 s.", gpuLabels, nil)
+	descBusySec  = prometheus.NewDesc(ns+"_gpu_busy_seconds_total", "Busy time of the GPU measured by the node's compute controller while it had tenants.", gpuLabels, nil)
+	descCUsed    = prometheus.NewDesc(ns+"_container_memory_used_bytes", "GPU memory a container's processes have booked through libvcuda on one GPU (the container's own report, clamped to the GPU's memory; container_memory_held_bytes is NVML's view).", containerLabels, nil)
+	descCTarget  = prometheus.NewDesc(ns+"_container_compute_share_target_ratio", "The compute controller's target share for a container this period (1 = the whole GPU; balance: with capacity lent by idle tenants).", containerLabels, nil)
+	descCAchieve = prometheus.NewDesc(ns+"_container_compute_share_achieved_ratio", "Busy fraction of the GPU the compute controller attributes to a container, averaged over about 2 s.", containerLabels, nil)
+	descCBusySec = prometheus.NewDesc(ns+"_container_gpu_busy_seconds_total", "GPU busy time the compute controller attributes to a container.", containerLabels, nil)
+	descCLimited = prometheus.NewDesc(ns+"_container_compute_throttled", "1 while the compute controller admits a container's launches only within an allowance, 0 while it lets them run freely.", containerLabels, nil)
+	descCWaits   = prometheus.NewDesc(ns+"_container_launch_waits_total", "Kernel launches of a container that waited for allowance (the container's own report).", containerLabels, nil)
+	descCPolicy  = prometheus.NewDesc(ns+"_container_compute_policy", "1 for the compute policy (fixed, balance, none) of a container on one GPU.", append(containerLabels[:len(containerLabels):len(containerLabels)], "policy"), nil)
+	descPublish  = prometheus.NewDesc(ns+"_inventory_published_timestamp_seconds", "When the device plugin last published the node's inventory (its heartbeat); the scheduler places nothing on a node whose heartbeat is older than its vgpu.staleAfter.", nil, nil)
 	descUnlim    = prometheus.NewDesc(ns+"_container_unlimited", "1 for an allocated container whose image or entrypoint libvcuda.so cannot load into (reason: musl, static): its GPU use is not limited.",
 		[]string{"namespace", "pod", "container", "reason"}, nil)
 )
@@ -89,7 +125,8 @@ var (
 type collector struct{ snapshot func() Snapshot }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descMemCap, descMemAlloc, descCoreCap, descCoreAllo, descShares, descSharesMx, descHealthy, descCMem, descCCores, descWaitErr, descProbeErr, descUnnamed, descUnlim} {
+	for _, d := range []*prometheus.Desc{descMemCap, descMemAlloc, descCoreCap, descCoreAllo, descShares, descSharesMx, descHealthy, descCMem, descCCores, descWaitErr, descProbeErr, descUnnamed, descUnlim,
+		descMemUsed, descStranded, descBusy, descBusySec, descCUsed, descCTarget, descCAchieve, descCBusySec, descCLimited, descCWaits, descCPolicy, descPublish} {
 		ch <- d
 	}
 }
@@ -109,19 +146,46 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			{descMemCap, float64(g.MemoryMiB) * mib}, {descMemAlloc, float64(g.AllocatedMemoryMiB) * mib},
 			{descCoreCap, 1}, {descCoreAllo, float64(g.AllocatedCores) / 100},
 			{descShares, float64(g.Shares)}, {descSharesMx, float64(g.MaxShares)}, {descHealthy, healthy},
+			{descMemUsed, float64(g.UsedMemoryBytes)}, {descStranded, float64(g.StrandedMiB) * mib},
 		} {
 			ch <- prometheus.MustNewConstMetric(m.d, prometheus.GaugeValue, m.v, l...)
+		}
+		if u := g.Compute; u != nil {
+			ch <- prometheus.MustNewConstMetric(descBusy, prometheus.GaugeValue, u.Busy, l...)
+			ch <- prometheus.MustNewConstMetric(descBusySec, prometheus.CounterValue, u.BusySeconds, l...)
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(descWaitErr, prometheus.CounterValue, float64(s.Health.EventWaitErrors))
 	for u, n := range s.Health.ProbeFailures {
 		ch <- prometheus.MustNewConstMetric(descProbeErr, prometheus.CounterValue, float64(n), u)
 	}
+	if !s.InventoryPublished.IsZero() {
+		ch <- prometheus.MustNewConstMetric(descPublish, prometheus.GaugeValue, float64(s.InventoryPublished.UnixNano())/1e9)
+	}
 	ch <- prometheus.MustNewConstMetric(descUnnamed, prometheus.GaugeValue, float64(s.Health.UnnamedGPUs))
 	for _, c := range s.Containers {
-		l := []string{c.Namespace, c.Pod, c.Container, c.UUID}
+		l := []string{c.Namespace, c.Pod, c.Container, c.UUID, strconv.Itoa(c.Index), c.Model}
 		ch <- prometheus.MustNewConstMetric(descCMem, prometheus.GaugeValue, float64(c.MemoryMiB)*mib, l...)
 		ch <- prometheus.MustNewConstMetric(descCCores, prometheus.GaugeValue, float64(c.Cores)/100, l...)
+		if c.Policy != "" {
+			ch <- prometheus.MustNewConstMetric(descCPolicy, prometheus.GaugeValue, 1, append(l, string(c.Policy))...)
+		}
+		if c.MemoryUsed != nil {
+			ch <- prometheus.MustNewConstMetric(descCUsed, prometheus.GaugeValue, float64(*c.MemoryUsed), l...)
+		}
+		if c.Report != nil {
+			ch <- prometheus.MustNewConstMetric(descCWaits, prometheus.CounterValue, float64(c.Report.Waits), l...)
+		}
+		if u := c.Compute; u != nil {
+			limited := 0.0
+			if u.Limited {
+				limited = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descCTarget, prometheus.GaugeValue, u.Target, l...)
+			ch <- prometheus.MustNewConstMetric(descCAchieve, prometheus.GaugeValue, u.Achieved, l...)
+			ch <- prometheus.MustNewConstMetric(descCBusySec, prometheus.CounterValue, u.BusySeconds, l...)
+			ch <- prometheus.MustNewConstMetric(descCLimited, prometheus.GaugeValue, limited, l...)
+		}
 	}
 	for _, u := range s.Unlimited {
 		ch <- prometheus.MustNewConstMetric(descUnlim, prometheus.GaugeValue, 1, u.Namespace, u.Pod, u.Container, u.Reason)

@@ -139,6 +139,13 @@ func equalResources(a, b corev1.ResourceList) bool {
 	return true
 }
 
+// LastPublished is when the inventory was last published (zero: never).
+func (r *Reporter) LastPublished() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastAt
+}
+
 // Run publishes current() whenever changed fires and checks every poll
 // period (default 5s) whether the heartbeat is due or a failed publish must
 // be retried, until ctx ends.

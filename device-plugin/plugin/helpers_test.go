@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -81,6 +82,7 @@ type testEnv struct {
 	node    simconfig.Node
 	clock   *clocktesting.FakeClock
 	cfg     config.Config
+	reg     *prometheus.Registry // the plugin's metrics
 }
 
 func newEnv(t *testing.T) *testEnv {
@@ -110,10 +112,10 @@ func newEnvWith(t testing.TB, stateDir string, edit func(*config.Config)) *testE
 	if edit != nil {
 		edit(&cfg)
 	}
-	e := &testEnv{client: fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}}), kubelet: &fakeKubelet{}, sim: sim, node: node, clock: clocktesting.NewFakeClock(t0), cfg: cfg}
+	e := &testEnv{client: fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}}), kubelet: &fakeKubelet{}, sim: sim, node: node, clock: clocktesting.NewFakeClock(t0), cfg: cfg, reg: prometheus.NewRegistry()}
 	e.p, err = New(context.Background(), Options{
 		Node: testNode, Client: e.client, Lib: lib, Config: cfg, MaxShares: node.GPUs[0].MaxShares,
-		PodResources: e.kubelet, Limiter: jsonLimiter, Clock: e.clock,
+		PodResources: e.kubelet, Limiter: jsonLimiter, Clock: e.clock, Registry: e.reg,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -33,6 +33,7 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/preloadhook"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/replica"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/reschedule"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/usage"
 )
 
 // Options are the plugin's dependencies.
@@ -70,6 +71,8 @@ type Plugin struct {
 	topo      gpu.Topology
 	health    *health.Tracker
 	metrics   *metrics.Metrics
+	usage     *usage.Tracker   // what the compute controller measured, for the metrics
+	published func() time.Time // when the node report last published the inventory (set by Run)
 	// guardMetrics are the memory guard's series (registered even when it is off).
 	guardMetrics *memguard.Metrics
 	resched      *reschedule.Rescheduler // nil unless allocate.reschedule
@@ -136,6 +139,7 @@ func New(ctx context.Context, o Options) (*Plugin, error) {
 	for _, r := range recs {
 		p.restore(r)
 	}
+	p.usage = usage.NewTracker(o.Clock.Now)
 	p.metrics = metrics.New(o.Registry, p.snapshot)
 	p.guardMetrics = memguard.NewMetrics(o.Registry)
 	logger.V(2).Info("Discovered GPUs", "node", o.Node, "gpus", len(p.devices), "maxShares", o.MaxShares, "restoredContainers", len(recs))

@@ -7,8 +7,6 @@ import (
 	"strings"
 
 	"k8s.io/klog/v2"
-
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/metrics"
 )
 
 // PreStart implements dpserver.Service: the container may start only if
@@ -61,31 +59,4 @@ func (p *Plugin) preStart(ctx context.Context, ids []string) error {
 		problems = append(problems, fmt.Sprintf("Allocate served %s to %s/%s container %s, kubelet lists it with %v", strings.Join(want, ","), s.Namespace, s.Name, s.Container, got))
 	}
 	return fmt.Errorf("device IDs %s do not belong to the container they were allocated for: %s", strings.Join(ids, ","), strings.Join(problems, "; "))
-}
-
-// snapshot feeds the metrics.
-func (p *Plugin) snapshot() metrics.Snapshot {
-	inv := p.Inventory()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	s := metrics.Snapshot{Health: p.healthSnapshot()}
-	idx := map[string]int{}
-	for i, g := range inv.GPUs {
-		idx[g.UUID] = i
-		s.GPUs = append(s.GPUs, metrics.GPU{UUID: g.UUID, Model: g.Model, Index: g.Index, Healthy: g.Healthy, MemoryMiB: g.MemoryMiB, MaxShares: g.MaxShares})
-	}
-	for _, recs := range p.records {
-		for _, r := range recs {
-			for _, d := range r.Devices {
-				if i, ok := idx[d.UUID]; ok {
-					s.GPUs[i].AllocatedMemoryMiB += d.MemoryMiB
-					s.GPUs[i].AllocatedCores += d.Cores
-					s.GPUs[i].Shares++
-				}
-				s.Containers = append(s.Containers, metrics.Container{Namespace: r.Namespace, Pod: r.Name, Container: r.Container, UUID: d.UUID, MemoryMiB: d.MemoryMiB, Cores: d.Cores})
-			}
-		}
-	}
-	s.Unlimited = p.unlimitedLocked()
-	return s
 }

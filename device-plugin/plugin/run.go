@@ -53,13 +53,17 @@ func (p *Plugin) Run(ctx context.Context, restart <-chan struct{}) error {
 	if !p.opts.Config.Health.Disabled {
 		goRun("health", func() error { p.runHealth(ctx); return nil })
 	}
-	goRun("node report", func() error { p.reporter().Run(ctx, p.Inventory, p.signal(ctx), 0); return nil })
+	rep := p.reporter()
+	p.mu.Lock()
+	p.published = rep.LastPublished
+	p.mu.Unlock()
+	goRun("node report", func() error { rep.Run(ctx, p.Inventory, p.signal(ctx), 0); return nil })
 	goRun("gc", func() error { p.gcLoop(ctx); return nil })
 	if p.opts.Config.CDI.KeepsPreload() {
 		goRun("image reports", func() error { p.imageReportLoop(ctx); return nil })
 	}
 	if src, ok := p.opts.Lib.(interface{ ComputeSource() compute.Source }); ok {
-		r := &compute.Runner{Source: src.ComputeSource(), List: p.tenancies, Clock: compute.Monotonic}
+		r := &compute.Runner{Source: src.ComputeSource(), List: p.tenancies, Clock: compute.Monotonic, Observe: p.observe}
 		if !p.opts.Config.MemoryGuard.Disabled {
 			// Owners: each tenant's GPU time is calibrated from NVML's
 			// per-process samples, mapped host pid -> cgroup -> container

@@ -85,3 +85,7 @@ func largeGPUs(node *Node, p *Placement) float64 {
 	}
 	return sum / float64(n)
 }
+
+// StrandedMiB is the free memory of g, as booked, that later tenants could
+// not use (see strandedMiB): the device plugin exports it per GPU.
+func (g *GPU) StrandedMiB() int64 { return strandedMiB(g.MemoryMiB, g.ShareLimit(), gpuUsage(g)) }

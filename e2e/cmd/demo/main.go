@@ -104,9 +104,9 @@ func run() error {
 
 // inPod is one container's workload run.
 type inPod struct {
-	pod, container string
-	summary        containeremu.Summary
-	err            error
+	pod, container, node string
+	summary              containeremu.Summary
+	err                  error
 }
 
 // runInPods runs the workload in every container of pods at once and
@@ -121,7 +121,7 @@ func runInPods(ctx context.Context, cfg cluster.Config, pods []corev1.Pod) error
 		return err
 	}
 	var runs []*inPod
-	var wg sync.WaitGroup
+	var wg, holding sync.WaitGroup
 	for _, p := range pods {
 		node, ok := sim.Find(p.Spec.NodeName)
 		if !ok {
@@ -136,16 +136,31 @@ func runInPods(ctx context.Context, cfg cluster.Config, pods []corev1.Pod) error
 			if err != nil {
 				return err
 			}
-			r := &inPod{pod: p.Name, container: ctr.Name}
+			r := &inPod{pod: p.Name, container: ctr.Name, node: p.Spec.NodeName}
 			runs = append(runs, r)
 			wg.Add(1)
+			holding.Add(1)
 			go func() {
 				defer wg.Done()
-				r.summary, r.err = emu.RunWorkload(ctx, c, containeremu.Workload{ChunkMiB: 1, Seconds: 2})
+				held := sync.OnceFunc(holding.Done)
+				defer held()
+				proc, err := emu.StartWorkload(ctx, c, containeremu.Workload{ChunkMiB: 1, HoldMiB: demoHoldMiB, Seconds: demoSeconds})
+				if err != nil {
+					r.err = err
+					return
+				}
+				if err := proc.WaitStderr(ctx, containeremu.HoldingMessage); err == nil {
+					held()
+				}
+				r.summary, r.err = proc.Summary()
 			}()
 		}
 	}
 	fmt.Printf("Running a CUDA workload in each container at once (%s mode container emulator, libvcuda.so on the fake driver) …\n\n", emu.Mode())
+	// While they run: what each node's device plugin measures of them.
+	holding.Wait()
+	time.Sleep(demoSeconds * time.Second * 3 / 4)
+	usage := scrapeUsage(ctx, cfg, sim, runs)
 	wg.Wait()
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "POD\tCONTAINER\tGPUS SEEN\tMEMORY TOTAL (MiB)\tALLOCATABLE UNTIL OOM (MiB)\tACHIEVED SHARE (%)")
@@ -170,6 +185,21 @@ func runInPods(ctx context.Context, cfg cluster.Config, pods []corev1.Pod) error
 	w.Flush()
 	if len(errs) > 0 {
 		return fmt.Errorf("workload in the containers: %s", strings.Join(errs, "; "))
+	}
+	fmt.Printf("\nWhat the device plugins' /metrics showed %.0f s after the workloads held their memory (each workload holds %d MiB):\n\n", demoSeconds*0.75, demoHoldMiB)
+	fmt.Println(usage)
+	ns := ""
+	if len(pods) > 0 {
+		ns = pods[0].Namespace
+	}
+	for _, args := range [][]string{{"nodes"}, {"pods", "-n", ns}} {
+		fmt.Printf("$ kubectl vgpu %s\n", strings.Join(args, " "))
+		cmd := exec.CommandContext(ctx, filepath.Join(cfg.BinDir, "kubectl-vgpu"), append(args, "--kubeconfig", cfg.Kubeconfig())...)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("kubectl vgpu %s: %w", strings.Join(args, " "), err)
+		}
+		fmt.Println()
 	}
 	return nil
 }

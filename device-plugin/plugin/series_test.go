@@ -1,0 +1,75 @@
+package plugin
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/compute"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/metrics"
+)
+
+var updateSeries = flag.Bool("update-series", false, "rewrite installer/testdata/series-device-plugin.txt")
+
+// TestSeriesList: installer/testdata/series-device-plugin.txt lists the
+// series the device plugin exports with a GPU whose tenant has run and every
+// counter touched, so the alert rules and the dashboard can be checked
+// against it (installer/promcheck). Two appear only on failures and are not
+// listed: volcano_vgpu_gpu_probe_failures_total and
+// volcano_vgpu_container_unlimited (package metrics' exposition test has
+// them). -update-series rewrites the file.
+func TestSeriesList(t *testing.T) {
+	e := newEnvWith(t, t.TempDir(), nil)
+	ctx := context.Background()
+	e.add(t, pod("p1").app("main", shareSpec{gpu: 1, mem: 8192, cores: 50}).obj(t, e))
+	e.kubelet.set("p1", map[string][]string{"main": nil})
+	if _, err := e.p.Allocate(ctx, []string{e.id(1, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	paths, _ := e.p.store.Paths("uid-p1", "main")
+	writeRegion(t, paths.Shared, 1<<30)
+	writeUsage(t, paths.Shared, 100, 7)
+	e.p.observe(compute.Observation{UUID: e.gpu(1), Busy: 0.5, Decisions: []compute.Decision{{Key: "uid-p1/main", Share: 0.5, Measured: 0.5}}})
+	e.p.mu.Lock()
+	e.p.published = func() time.Time { return time.Unix(1, 0) }
+	e.p.mu.Unlock()
+	e.p.metrics.AllocationFailures.WithLabelValues(metrics.ReasonNoMatch).Inc()
+	e.p.metrics.PreStartFailures.Inc()
+	g := e.p.guardMetrics
+	l := []string{"ns", "p1", "main", e.gpu(1), "1"}
+	g.Kills.WithLabelValues(l...).Inc()
+	g.Held.WithLabelValues(l...).Set(1)
+	g.Unowned.WithLabelValues(e.gpu(1), "1").Set(1)
+	g.Errors.WithLabelValues(e.gpu(1), "list").Inc()
+	got, err := metrics.SeriesNames(e.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ours []string
+	for _, n := range got {
+		if strings.HasPrefix(n, "volcano_vgpu_") {
+			ours = append(ours, n)
+		}
+	}
+	path := filepath.Join("..", "..", "installer", "testdata", "series-device-plugin.txt")
+	text := strings.Join(ours, "\n") + "\n"
+	if *updateSeries {
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test ./device-plugin/plugin -run TestSeriesList -update-series writes it)", err)
+	}
+	if d := cmp.Diff(string(want), text); d != "" {
+		t.Errorf("%s is not what the device plugin exports (-file +exported; -update-series rewrites it):\n%s", path, d)
+	}
+}

@@ -1,0 +1,123 @@
+//go:build e2e
+
+package tests
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/containeremu"
+)
+
+var seriesLine = regexp.MustCompile(`^(volcano_vgpu_[a-z_]+)\{(.*)\} (\S+)$`)
+
+// containerSeries scrapes node's device plugin and returns, by series name,
+// the value of each volcano_vgpu series whose labels name pod.
+func containerSeries(ctx context.Context, node, pod string) (map[string]float64, error) {
+	idx := slices.Index(nodeNames(), node)
+	if idx < 0 {
+		return nil, fmt.Errorf("no simulated node %q", node)
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", shared.cl.Config.Ports.DevicePluginMetricsOffset+idx)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := seriesLine.FindStringSubmatch(sc.Text())
+		if m == nil || !strings.Contains(m[2], `pod="`+pod+`"`) {
+			continue
+		}
+		v, err := strconv.ParseFloat(m[3], 64)
+		if err != nil {
+			return nil, err
+		}
+		out[m[1]] = v
+	}
+	return out, sc.Err()
+}
+
+// TestUsageMetrics: while a 30% container's workload holds 2048 MiB and
+// launches for 6 s, its node's device plugin shows the memory it holds
+// (within 1%) and the share it achieves (the rate of its attributed busy
+// seconds over the second half of the run, within ±3 points of what the
+// fake driver measured for the workload over the same half); the series go
+// when the pod does.
+func TestUsageMetrics(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns := newNamespace(t, ctx)
+	pod, _ := chainRunningPod(t, ctx, ns, "use", 1, 8192, 30, map[string]string{api.GPUTypeIncludeKey: chainA100})
+	c := chainContainer(t, ctx, pod)
+	emu := chainEmulator(t)
+	const holdMiB, seconds = 2048, 6.0
+	series := func() map[string]float64 {
+		t.Helper()
+		m, err := containerSeries(ctx, pod.Spec.NodeName, pod.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	chainMeasure(t, "usage metrics of a 30% container holding 2048 MiB", func() (bool, string) {
+		p, err := emu.StartWorkload(ctx, c, containeremu.Workload{ChunkMiB: 1, MaxAllocMiB: 1, HoldMiB: holdMiB, Seconds: seconds})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.WaitStderr(ctx, containeremu.HoldingMessage); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		time.Sleep(time.Duration(seconds / 2 * float64(time.Second)))
+		first, t1 := series(), time.Now()
+		time.Sleep(time.Until(start.Add(time.Duration((seconds - 0.3) * float64(time.Second)))))
+		last, t2 := series(), time.Now()
+		s, err := p.Summary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		used := last["volcano_vgpu_container_memory_used_bytes"]
+		busy := (last["volcano_vgpu_container_gpu_busy_seconds_total"] - first["volcano_vgpu_container_gpu_busy_seconds_total"]) / t2.Sub(t1).Seconds()
+		share := chainShare(s)
+		detail := fmt.Sprintf("memory used %.0f MiB (held %d MiB; NVML's view %.0f MiB), achieved share %.1f%% by busy seconds, %.1f%% averaged (target %.0f%%, throttled %v, waits %v), the fake driver's %.1f%%",
+			used/(1<<20), holdMiB, last["volcano_vgpu_container_memory_held_bytes"]/(1<<20), 100*busy, 100*last["volcano_vgpu_container_compute_share_achieved_ratio"],
+			100*last["volcano_vgpu_container_compute_share_target_ratio"], last["volcano_vgpu_container_compute_throttled"], last["volcano_vgpu_container_launch_waits_total"], 100*share)
+		memOK := math.Abs(used-holdMiB*(1<<20)) <= 0.01*holdMiB*(1<<20)
+		return memOK && chainNear(busy, share) && last["volcano_vgpu_container_compute_share_target_ratio"] == 0.30, detail
+	})
+	if got := series(); got["volcano_vgpu_container_memory_limit_bytes"] != 8192*(1<<20) {
+		t.Errorf("memory limit %v, want 8192 MiB", got["volcano_vgpu_container_memory_limit_bytes"])
+	}
+
+	// The pod goes: so do its series.
+	background := metav1.DeletePropagationBackground
+	if err := shared.vc.BatchV1alpha1().Jobs(ns).Delete(ctx, "use", metav1.DeleteOptions{PropagationPolicy: &background}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the series of "+pod.Name+" to go", func() error {
+		if m := series(); len(m) > 0 {
+			return fmt.Errorf("%d series left, e.g. %v", len(m), m)
+		}
+		return nil
+	})
+}
