@@ -10,7 +10,8 @@ Same simulated cluster, same seeded workload, one invocation: our ` + "`vgpu`" +
 v1.14.1's own ` + "`deviceshare`" + ` (` + "`deviceshare.VGPUEnable`" + `), and the same pods without any GPU
 request (Volcano's own ceiling on this machine). Medians of {{.Runs}} run(s) per setup, {{.Date}}.
 Runs of this benchmark: [200 nodes, a trace that fits](benchmarks.md); [an oversubscribed trace against an
-offline reference packing](benchmarks-packing.md); [1000 nodes × 8 GPUs](benchmarks-1000.md).
+offline reference packing](benchmarks-packing.md); [1000 nodes × 8 GPUs](benchmarks-1000.md); [three runs in a
+row under load, and vc-scheduler's CPU profile](benchmarks-profile.md).
 {{with .Headline}}
 {{range .}}- {{.}}
 {{end}}{{end}}
