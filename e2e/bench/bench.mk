@@ -2,7 +2,12 @@
 # Included by the top-level Makefile; uses its GO, BIN, LDFLAGS and build.
 #
 #   make bench-e2e                                  3 runs per setup, rewrites docs/benchmarks.md
-#   make bench-e2e BENCH_FLAGS="-runs 1 -timeout 2m"
+#   make bench-e2e BENCH_FLAGS="-runs 1 -setups vgpu,cpu-only"
+#   make bench-e2e BENCH_FLAGS="-profile 30s …"     also vc-scheduler CPU profiles (_output/bench/profiles)
+#
+# Defaults fit a 2-core machine: 200 nodes' device plugins per process (-group),
+# 8 creators paced to 200 creates/s (-workers, -qps), each create retried
+# through transient failures; a failed run is reported with its reason.
 BENCH_PORT_BASE ?= 27000
 BENCH_FLAGS     ?=
 

@@ -7,6 +7,7 @@ go 1.24.0
 require (
 	github.com/google/go-cmp v0.7.0
 	github.com/volcano-vgpu/volcano-vgpu v0.0.0-00010101000000-000000000000
+	golang.org/x/net v0.41.0
 	gonum.org/v1/plot v0.14.0
 	k8s.io/api v0.34.1
 	k8s.io/apimachinery v0.34.1
@@ -52,7 +53,6 @@ require (
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
 	golang.org/x/image v0.11.0 // indirect
-	golang.org/x/net v0.41.0 // indirect
 	golang.org/x/oauth2 v0.30.0 // indirect
 	golang.org/x/sys v0.33.0 // indirect
 	golang.org/x/term v0.32.0 // indirect

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -252,7 +253,7 @@ func (c Config) controlPlane(cr credentials, wt webhookTLS) []component {
 			proc: proc{name: SchedulerName, env: c.SchedulerEnv, args: append(slices.Clone(c.SchedulerWrapper), c.bin("vc-scheduler"), kubeconfig,
 				"--scheduler-conf="+c.SchedulerConf, "--leader-elect=false",
 				"--listen-address="+loop(p.SchedulerMetrics), "--enable-metrics",
-				"--enable-healthz", "--healthz-address="+loop(p.SchedulerHealthz))},
+				"--enable-healthz", "--healthz-address="+loop(p.SchedulerHealthz), "--enable-pprof="+strconv.FormatBool(c.SchedulerPprof))},
 			port: p.SchedulerHealthz, ready: httpOK("http://"+loop(p.SchedulerHealthz)+"/healthz", "", "ok"), wait: 60 * time.Second,
 		},
 		{

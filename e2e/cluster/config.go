@@ -90,6 +90,9 @@ type Config struct {
 	SchedulerWrapper []string
 	// SchedulerEnv is added to vc-scheduler's environment ("KEY=value").
 	SchedulerEnv []string
+	// SchedulerPprof serves vc-scheduler's pprof endpoints
+	// (/debug/pprof/) beside its metrics, on 127.0.0.1.
+	SchedulerPprof bool
 	// DevicePluginHAMi: the device plugins also publish deviceshare's
 	// annotations (report.hami), so Volcano's deviceshare can use the nodes.
 	DevicePluginHAMi bool

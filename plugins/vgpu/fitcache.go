@@ -17,8 +17,11 @@ import (
 // node until the node's bookings change.
 
 // fitKey identifies Fit calls with the same answer on one state of a node.
+// It is looked up for every (task, node) a session tries, so the request's
+// shape is a small number (fitShapeKey interned once per task and session)
+// rather than the key's text.
 type fitKey struct {
-	shape string         // fitShapeKey of the request
+	shape int32          // the session's number for fitShapeKey of the request
 	job   schedapi.JobID // the job, only when its placed siblings hold GPUs on the node (they steer the choice)
 }
 
@@ -33,24 +36,28 @@ type fitEntry struct {
 	score  float64
 }
 
-// nodeFits is one GPU node's memo. Predicates of different nodes run in
-// parallel and take only their node's lock.
+// nodeFits is one GPU node's memo, with the node's state, so that a
+// predicate or score finds both with one lookup by name. Predicates of
+// different nodes run in parallel and take only their node's lock.
 type nodeFits struct {
+	node    *placement.Node
 	mu      sync.Mutex
 	version uint64 // bumped by every booking change on the node
 	entries map[fitKey]*fitEntry
 }
 
-func newNodeFits() *nodeFits { return &nodeFits{entries: map[fitKey]*fitEntry{}} }
+func newNodeFits(n *placement.Node) *nodeFits {
+	return &nodeFits{node: n, entries: map[fitKey]*fitEntry{}}
+}
 
-// fit is Fit of the task's request on node n with gang (may be nil), from
+// fit is Fit of the task's request on nf's node with gang (may be nil), from
 // the memo when the node has not changed since it was asked.
-func (p *plugin) fit(r requestResult, job schedapi.JobID, n *placement.Node, gang *placement.GangView) *fitEntry {
+func (p *plugin) fit(r requestResult, job schedapi.JobID, nf *nodeFits, gang *placement.GangView) *fitEntry {
+	n := nf.node
 	key := fitKey{shape: r.fitShape}
 	if gang != nil && len(gang.Placed[n.Name].GPUs) > 0 {
 		key.job = job
 	}
-	nf := p.fits[n.Name]
 	nf.mu.Lock()
 	e, ok := nf.entries[key]
 	version := nf.version
@@ -77,13 +84,13 @@ func (p *plugin) fit(r requestResult, job schedapi.JobID, n *placement.Node, gan
 
 // scoreOf is ScoreNode of e's placement, memoized for a task without a gang
 // (a gang's score depends on its siblings everywhere, not only on this node).
-func (p *plugin) scoreOf(r requestResult, n *placement.Node, e *fitEntry, gang *placement.GangView) float64 {
+func (p *plugin) scoreOf(r requestResult, nf *nodeFits, e *fitEntry, gang *placement.GangView) float64 {
+	n := nf.node
 	if gang != nil {
 		f := p.fitter()
 		defer p.fitters.Put(f)
 		return f.ScoreNode(r.req, n, e.pl, gang, r.nodePolicy)
 	}
-	nf := p.fits[n.Name]
 	nf.mu.Lock()
 	if e.scored && e.policy == r.nodePolicy {
 		s := e.score
@@ -98,6 +105,21 @@ func (p *plugin) scoreOf(r requestResult, n *placement.Node, e *fitEntry, gang *
 	e.scored, e.policy, e.score = true, r.nodePolicy, s
 	nf.mu.Unlock()
 	return s
+}
+
+// shapeID numbers a fitShapeKey for this session's memo keys.
+func (p *plugin) shapeID(key string) int32 {
+	p.shapeMu.Lock()
+	defer p.shapeMu.Unlock()
+	if p.shapes == nil {
+		p.shapes = map[string]int32{}
+	}
+	id, ok := p.shapes[key]
+	if !ok {
+		id = int32(len(p.shapes))
+		p.shapes[key] = id
+	}
+	return id
 }
 
 // touched forgets the node's memo: its bookings changed.

@@ -36,6 +36,28 @@ func TestFitMemoForgetsWhatBookingsChange(t *testing.T) {
 	}
 }
 
+func TestFitMemoKeepsShapesApart(t *testing.T) {
+	// One A100 (81920 MiB): small (8192 MiB) fits, big (90000 MiB) does not,
+	// asked alternately on one node state. Shapes are numbered per session:
+	// two numbers for two shapes, the same one for the same shape.
+	h := newHandSession(t, nil, DefaultArgs(), []*corev1.Node{newGPUNode("n1", "NVIDIA A100-SXM4-80GB", 1, 81920).obj(t)},
+		[]*corev1.Pod{gpuPod("ns", "small", "pgs", 1, 8192, 10), gpuPod("ns", "big", "pgb", 1, 90000, 10),
+			gpuPod("ns", "small2", "pgs2", 1, 8192, 10)})
+	node := h.nodeList()[0]
+	for _, tc := range []struct {
+		pod     string
+		wantFit bool
+	}{{"small", true}, {"big", false}, {"small2", true}, {"big", false}} {
+		if err := h.plugin.predicate(h.tasks[tc.pod], node); (err == nil) != tc.wantFit {
+			t.Errorf("predicate of %s = %v, want fit %t", tc.pod, err, tc.wantFit)
+		}
+	}
+	small, big, small2 := h.plugin.parsed(h.tasks["small"]), h.plugin.parsed(h.tasks["big"]), h.plugin.parsed(h.tasks["small2"])
+	if small.fitShape == big.fitShape || small.fitShape != small2.fitShape {
+		t.Errorf("shape numbers small %d, big %d, small2 %d: want small = small2 ≠ big", small.fitShape, big.fitShape, small2.fitShape)
+	}
+}
+
 func TestFitMemoKeepsContainerNames(t *testing.T) {
 	// Pods a ("main") and b ("worker") ask the same GPU shape; each booking
 	// names its own container, or the device plugin cannot match it.

@@ -69,7 +69,9 @@ type plugin struct {
 
 	requests sync.Map // schedapi.TaskID -> requestResult: each task's request, parsed once per session
 	fitters  sync.Pool
-	fits     map[string]*nodeFits // per GPU node, built at open: Fit answers until the node's bookings change
+	fits     map[string]*nodeFits // per GPU node, built at open: the node and Fit answers until its bookings change
+	shapeMu  sync.Mutex
+	shapes   map[string]int32 // fitShapeKey → its number in fitKey, this session
 
 	gangMu sync.Mutex
 	gangs  map[schedapi.JobID]*jobView // built on first use, then kept by the events
@@ -84,7 +86,7 @@ type requestResult struct {
 	req        *placement.Request
 	nodePolicy placement.Policy // the pod's annotation, else the argument
 	shape      string           // shapeKey(req), for the gang view
-	fitShape   string           // fitShapeKey(req), for the Fit memo
+	fitShape   int32            // fitShapeKey(req) numbered by shapeID, for the Fit memo
 	err        error
 }
 
@@ -121,6 +123,9 @@ func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 	p.log = klog.Background().WithName(PluginName).WithValues("session", ssn.UID)
 	p.ssn = ssn
 	p.requests.Clear()
+	p.shapeMu.Lock()
+	p.shapes = nil
+	p.shapeMu.Unlock()
 	p.fitters.New = func() any { return &placement.Fitter{} }
 	p.buildState(ssn.Nodes, start)
 
@@ -143,6 +148,9 @@ func (p *plugin) OnSessionClose(ssn *framework.Session) {
 	p.shared.Inflight.Expire()
 	p.requests.Clear()
 	p.nodes, p.booked, p.evicted, p.fits, p.gangs, p.texts, p.ssn = nil, nil, nil, nil, nil, nil, nil
+	p.shapeMu.Lock()
+	p.shapes = nil
+	p.shapeMu.Unlock()
 }
 
 // request returns the task's GPU ask, parsed once per session.
@@ -161,7 +169,7 @@ func (p *plugin) parsed(task *schedapi.TaskInfo) requestResult {
 	r := requestResult{req: req, nodePolicy: policy, err: err}
 	if req != nil {
 		r.shape = shapeKey(req)
-		r.fitShape = fitShapeKey(req, r.shape)
+		r.fitShape = p.shapeID(fitShapeKey(req, r.shape))
 	}
 	actual, _ := p.requests.LoadOrStore(task.UID, r)
 	return actual.(requestResult)

@@ -53,7 +53,7 @@ func (p *plugin) predicate(task *schedapi.TaskInfo, node *schedapi.NodeInfo) err
 	if r.req == nil {
 		return nil
 	}
-	n, ok := p.nodes[node.Name]
+	nf, ok := p.fits[node.Name]
 	if !ok {
 		if err := p.nodeErr[node.Name]; err != nil {
 			return unschedulable(task, node, schedapi.UnschedulableAndUnresolvable, "node GPU inventory is malformed (check the vgpu-device-plugin on it)")
@@ -66,7 +66,7 @@ func (p *plugin) predicate(task *schedapi.TaskInfo, node *schedapi.NodeInfo) err
 	if r.req.SpreadGroup {
 		gang = p.gangView(task)
 	}
-	if e := p.fit(r, task.Job, n, gang); len(e.reasons) > 0 {
+	if e := p.fit(r, task.Job, nf, gang); len(e.reasons) > 0 {
 		return p.refuse(task, node, e.reasons)
 	}
 	return nil
@@ -209,15 +209,15 @@ func (p *plugin) batchNodeOrder(task *schedapi.TaskInfo, nodes []*schedapi.NodeI
 	gang := p.gangView(task)
 	scores := make(map[string]float64, len(nodes))
 	for _, ni := range nodes {
-		n, ok := p.nodes[ni.Name]
+		nf, ok := p.fits[ni.Name]
 		if !ok {
 			continue
 		}
-		e := p.fit(r, task.Job, n, gang)
+		e := p.fit(r, task.Job, nf, gang)
 		if len(e.reasons) > 0 {
 			continue
 		}
-		scores[ni.Name] = p.args.Weight * p.scoreOf(r, n, e, gang)
+		scores[ni.Name] = p.args.Weight * p.scoreOf(r, nf, e, gang)
 	}
 	return scores, nil
 }
@@ -253,13 +253,14 @@ func (p *plugin) allocate(event *framework.Event) {
 	if r.req == nil {
 		return
 	}
-	n, ok := p.nodes[task.NodeName]
+	nf, ok := p.fits[task.NodeName]
 	if !ok {
 		event.Err = fmt.Errorf("vgpu: %s/%s allocated to node %s, which has no GPU state", task.Namespace, task.Name, task.NodeName)
 		p.log.Error(event.Err, "Refusing the allocation", "pod", klog.KObj(task.Pod))
 		return
 	}
-	e := p.fit(r, task.Job, n, p.gangView(task))
+	n := nf.node
+	e := p.fit(r, task.Job, nf, p.gangView(task))
 	if len(e.reasons) > 0 {
 		event.Err = fmt.Errorf("vgpu: the GPUs of %s/%s no longer fit node %s: %v", task.Namespace, task.Name, task.NodeName, e.reasons)
 		p.log.Error(event.Err, "Refusing the allocation", "pod", klog.KObj(task.Pod))

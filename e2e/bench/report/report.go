@@ -49,6 +49,7 @@ type Input struct {
 	Trace    trace.Totals
 	Runs     int
 	Workers  int
+	QPS      float64 // creates per second, all creators together (0: unpaced)
 	Timeout  string
 	Stall    string
 	Results  []runner.Result
@@ -93,11 +94,15 @@ type Row struct {
 	MemoryMiB           float64 // GPU memory placed
 }
 
-// Summarize returns one row per setup, in the order setups first appear.
+// Summarize returns one row per setup with a measured run, in the order
+// setups first appear; failed runs (Failures) are left out of the medians.
 func Summarize(results []runner.Result) []Row {
 	var order []string
 	by := map[string][]runner.Result{}
 	for _, r := range results {
+		if r.Failed != "" {
+			continue
+		}
 		if _, ok := by[r.Setup]; !ok {
 			order = append(order, r.Setup)
 		}
@@ -147,6 +152,29 @@ func Summarize(results []runner.Result) []Row {
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// Failures returns the runs that ended without a measurement.
+func Failures(results []runner.Result) []runner.Result {
+	var out []runner.Result
+	for _, r := range results {
+		if r.Failed != "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Retried returns the measured runs that met transient failures on the
+// way (retried, so the run still counts).
+func Retried(results []runner.Result) []runner.Result {
+	var out []runner.Result
+	for _, r := range results {
+		if r.Failed == "" && r.Retries > 0 {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Headline is our plugin against deviceshare, as README lines.
@@ -248,6 +276,8 @@ func Markdown(in Input) (string, error) {
 		Rows     []Row
 		Headline []string
 		Packing  []PackingRow
-	}{in, rows, Headline(rows), PackingRows(in.Results, in.Reference, in.Load.Capacity)})
+		Failures []runner.Result
+		Retried  []runner.Result
+	}{in, rows, Headline(rows), PackingRows(in.Results, in.Reference, in.Load.Capacity), Failures(in.Results), Retried(in.Results)})
 	return b.String(), err
 }

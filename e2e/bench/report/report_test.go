@@ -106,6 +106,37 @@ func packingInput() Input {
 	return in
 }
 
+// failedInput has vgpu's third run failed and transient failures retried
+// in two measured runs, creation paced.
+func failedInput() Input {
+	in := sampleInput()
+	in.QPS = 200
+	in.Results[1].Retries, in.Results[1].RetryReasons = 3, "2 stream reset, 1 500 internal error"
+	in.Results[5].Retries, in.Results[5].RetryReasons = 1, "1 429 too many requests"
+	in.Results[6] = runner.Result{Setup: VGPU, Run: 3, Pods: 100, Retries: 10, RetryReasons: "10 stream reset",
+		Failed: "creating pods: still failing after every retry (10 attempts): stream error: stream ID 7119; INTERNAL_ERROR; received from peer"}
+	return in
+}
+
+func TestSummarizeLeavesFailedRunsOut(t *testing.T) {
+	in := failedInput()
+	rows := Summarize(in.Results)
+	// vgpu's measured runs: 50 and 40 pods/s → median 45; the failed run's 0 is not counted
+	if rows[0].Setup != VGPU || rows[0].Runs != 2 || rows[0].PodsPerSecond != 45 {
+		t.Errorf("vgpu row = %+v, want 2 runs at a median of 45 pods/s", rows[0])
+	}
+	if f := Failures(in.Results); len(f) != 1 || f[0].Setup != VGPU || f[0].Run != 3 {
+		t.Errorf("Failures = %+v, want vgpu run 3", f)
+	}
+	if r := Retried(in.Results); len(r) != 2 {
+		t.Errorf("Retried = %+v, want the two measured runs with retries", r)
+	}
+	in.Results = in.Results[6:7]
+	if rows := Summarize(in.Results); len(rows) != 0 {
+		t.Errorf("only a failed run: rows = %+v, want none", rows)
+	}
+}
+
 func TestMarkdownGolden(t *testing.T) {
 	for _, tc := range []struct {
 		name, golden string
@@ -113,6 +144,7 @@ func TestMarkdownGolden(t *testing.T) {
 	}{
 		{name: "fitting trace", golden: "benchmarks.golden.md", in: sampleInput()},
 		{name: "oversubscribed with the reference", golden: "benchmarks-packing.golden.md", in: packingInput()},
+		{name: "a failed run and retried creates", golden: "benchmarks-failed.golden.md", in: failedInput()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Markdown(tc.in)

@@ -10,13 +10,20 @@ Same simulated cluster, same seeded workload, one invocation: our ` + "`vgpu`" +
 v1.14.1's own ` + "`deviceshare`" + ` (` + "`deviceshare.VGPUEnable`" + `), and the same pods without any GPU
 request (Volcano's own ceiling on this machine). Medians of {{.Runs}} run(s) per setup, {{.Date}}.
 Runs of this benchmark: [200 nodes, a trace that fits](benchmarks.md); [an oversubscribed trace against an
-offline reference packing](benchmarks-packing.md); [1000 nodes × 8 GPUs](benchmarks-1000.md).
+offline reference packing](benchmarks-packing.md); [1000 nodes × 8 GPUs](benchmarks-1000.md); [three runs in a
+row under load, and vc-scheduler's CPU profile](benchmarks-profile.md).
 {{with .Headline}}
 {{range .}}- {{.}}
 {{end}}{{end}}
 | setup | pods bound | PodGroups created in | pods created in | last pod bound after | pods/s | scheduler CPU | scheduler peak RSS | trace placed before the first unschedulable job | GPUs used | GPUs partly used | GPUs over-booked | multi-GPU containers on the best-connected set |
 |---|---|---|---|---|---|---|---|---|---|---|---|---|
 {{range .Rows}}| {{.Setup}} | {{count .Bound}} / {{.Pods}}{{if lt .AllBoundRuns .Runs}} ({{.AllBoundRuns}}/{{.Runs}} runs all bound){{end}} | {{num .GroupSeconds}} s | {{num .CreateSeconds}} s | {{if gt .Bound 0.0}}{{num .BindSeconds}} s{{else}}—{{end}} | **{{num .PodsPerSecond}}** | {{num .SchedulerCPUSeconds}} s | {{num .SchedulerPeakRSSMiB}} MiB | {{pct .PrefixPods}} | {{gpu . (count .GPUsUsed)}} | {{gpu . (count .PartlyUsed)}} | {{gpu . (count .OverBooked)}} | {{gpu . (pct .BestLinkedShare)}} |
+{{end}}{{with .Failures}}
+**Runs that failed** (left out of the medians above):
+{{range .}}- {{.Setup}} run {{.Run}}: {{.Failed}}
+{{end}}{{end}}{{with .Retried}}
+Transient failures met while creating (each retried with backoff, so the run counts):
+{{range $i, $r := .}}{{if $i}}; {{end}}{{$r.Setup}} run {{$r.Run}}: {{$r.RetryReasons}}{{end}}.
 {{end}}
 ![pods bound per second and scheduler CPU seconds per setup]({{.ChartPNG}})
 
@@ -39,7 +46,9 @@ offline reference packing](benchmarks-packing.md); [1000 nodes × 8 GPUs](benchm
   memory and core share){{if gt .Load.Asked 0.0}}, the default mix scaled until both reach {{pct .Load.Asked}} (` + "`-load`" + `){{end}}{{else}}; about 90% of the 1,600 GPUs when packed well{{end}}.
 - **Submission**: one PodGroup per job (minMember = its pods, minResources = their requests, queue
   ` + "`default`" + `), then its pods (` + "`schedulerName: volcano`" + `, group annotation), created by a concurrent
-  client ({{.Workers}} workers). Bare pods with PodGroups rather than Volcano Jobs: that is exactly what the
+  client ({{.Workers}} workers{{if gt .QPS 0.0}}, paced to {{num .QPS}} creates/s together{{end}}; a create that meets a transient failure —
+  a reset HTTP/2 stream, a webhook timeout, 429, 5xx — is retried with jittered exponential backoff,
+  ` + "`e2e/bench/transient`" + `). Bare pods with PodGroups rather than Volcano Jobs: that is exactly what the
   scheduler sees of a Job, and it keeps vc-controller-manager's own pod-creation rate (the same
   for every setup, not what is measured) out of the bind time, so creation is timed apart from binding.
 - **Setups** (vc-scheduler restarted for every run, same binary):

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 	vcclient "volcano.sh/apis/pkg/client/clientset/versioned"
 
@@ -27,6 +29,7 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/bench/metrics"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/bench/procstat"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/bench/trace"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/bench/transient"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/cluster"
 )
 
@@ -69,6 +72,14 @@ type Options struct {
 	Workers int           // concurrent creators
 	Timeout time.Duration // give up waiting for binds after this
 	Stall   time.Duration // …or when nothing bound for this long after creation
+	// Pace, when set, caps the creators' rate together (retries included).
+	Pace flowcontrol.RateLimiter
+	// Backoff between attempts of one create (zero: transient.Backoff()).
+	Backoff wait.Backoff
+	// Profile > 0 takes a CPU profile of vc-scheduler for that long from
+	// the first pod create, written to ProfileDir/<setup>-<run>.pprof.
+	Profile    time.Duration
+	ProfileDir string
 }
 
 // Result is one run.
@@ -92,13 +103,22 @@ type Result struct {
 	SchedulerPeakRSSMiB float64
 	Prefix              metrics.Prefix
 	Packing             metrics.Packing
+	// Retries: transient failures met creating this run's objects, each
+	// retried (RetryReasons: by kind, most frequent first).
+	Retries      int    `json:",omitempty"`
+	RetryReasons string `json:",omitempty"`
+	// Profile is the vc-scheduler CPU profile of the run ("" when none was taken).
+	Profile string `json:",omitempty"`
+	// Failed is why the run ended without a measurement ("" when it was
+	// measured): the other fields hold what was measured before.
+	Failed string `json:",omitempty"`
 }
 
 // Run performs run number n of setup s. It starts by deleting what
 // earlier runs left (the last run's pods stay until Cleanup).
-func Run(ctx context.Context, o Options, s Setup, n int) (Result, error) {
+func Run(ctx context.Context, o Options, s Setup, n int) (res Result, err error) {
 	logger := klog.FromContext(ctx).WithValues("setup", s.Name, "run", n)
-	res := Result{Setup: s.Name, Run: n, Pods: trace.Sum(o.Jobs).Pods}
+	res = Result{Setup: s.Name, Run: n, Pods: trace.Sum(o.Jobs).Pods}
 	ns := fmt.Sprintf("bench-%s-%s-%d", o.Tag, s.Name, n)
 	if err := o.cleanup(ctx); err != nil { // what earlier runs left
 		return res, err
@@ -135,13 +155,27 @@ func Run(ctx context.Context, o Options, s Setup, n int) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("vc-scheduler: %w", err)
 	}
+	var stats transient.Stats
+	defer func() { res.Retries, res.RetryReasons = stats.Total(), stats.String() }()
 	t0 := time.Now()
-	if err := o.createGroups(ctx, ns, s.GPU); err != nil {
+	if err := o.createGroups(ctx, ns, s.GPU, &stats); err != nil {
 		return res, err
 	}
 	start := time.Now()
 	res.GroupSeconds = start.Sub(t0).Seconds()
-	if err := o.createPods(ctx, ns, s.GPU); err != nil {
+	if o.Profile > 0 {
+		path := filepath.Join(o.ProfileDir, fmt.Sprintf("%s-%d.pprof", s.Name, n))
+		waitProfile := profile(ctx, cl.Config.Ports.SchedulerMetrics, o.Profile, path)
+		defer func() {
+			// The next run restarts vc-scheduler: wait for the profile first.
+			if perr := waitProfile(); perr != nil {
+				logger.Error(perr, "No CPU profile")
+				return
+			}
+			res.Profile = path
+		}()
+	}
+	if err := o.createPods(ctx, ns, s.GPU, &stats); err != nil {
 		return res, err
 	}
 	created := time.Now()
@@ -173,12 +207,22 @@ func Run(ctx context.Context, o Options, s Setup, n int) (Result, error) {
 	return res, nil
 }
 
+// retrier retries o's creates through transient failures, paced by
+// o.Pace, counting them in stats.
+func (o Options) retrier(stats *transient.Stats) transient.Retrier {
+	b := o.Backoff
+	if b.Steps == 0 {
+		b = transient.Backoff()
+	}
+	return transient.Retrier{Backoff: b, Pace: o.Pace, Stats: stats}
+}
+
 // createGroups makes every PodGroup, o.Workers at a time.
-func (o Options) createGroups(ctx context.Context, ns string, gpu bool) error {
+func (o Options) createGroups(ctx context.Context, ns string, gpu bool, stats *transient.Stats) error {
 	var fs []func(context.Context) error
 	for _, j := range o.Jobs {
 		fs = append(fs, func(ctx context.Context) error {
-			return retryTransient(ctx, func() error {
+			return o.retrier(stats).Create(ctx, func(ctx context.Context) error {
 				_, err := o.VC.SchedulingV1beta1().PodGroups(ns).Create(ctx, PodGroup(j, ns, gpu), metav1.CreateOptions{})
 				return err
 			})
@@ -191,12 +235,12 @@ func (o Options) createGroups(ctx context.Context, ns string, gpu bool) error {
 }
 
 // createPods makes every pod in trace order, o.Workers at a time.
-func (o Options) createPods(ctx context.Context, ns string, gpu bool) error {
+func (o Options) createPods(ctx context.Context, ns string, gpu bool, stats *transient.Stats) error {
 	var fs []func(context.Context) error
 	for _, j := range o.Jobs {
 		for r := range j.Pods {
 			fs = append(fs, func(ctx context.Context) error {
-				return retryTransient(ctx, func() error {
+				return o.retrier(stats).Create(ctx, func(ctx context.Context) error {
 					_, err := o.Kube.CoreV1().Pods(ns).Create(ctx, Pod(j, r, ns, gpu), metav1.CreateOptions{})
 					return err
 				})
@@ -207,38 +251,6 @@ func (o Options) createPods(ctx context.Context, ns string, gpu bool) error {
 		return fmt.Errorf("creating pods: %w", err)
 	}
 	return nil
-}
-
-// retryTransient calls create until it succeeds, fails for good, or
-// transient errors (an apiserver too busy to answer in time, as a loaded
-// 1000-node cluster's is) have been retried 5 times. An object that a timed-out
-// call created after all counts as created.
-func retryTransient(ctx context.Context, create func() error) error {
-	var err error
-	for attempt := range 6 {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Duration(attempt) * time.Second):
-			}
-		}
-		err = create()
-		switch {
-		case err == nil:
-			return nil
-		case attempt > 0 && apierrors.IsAlreadyExists(err):
-			return nil
-		case !transient(err):
-			return err
-		}
-	}
-	return err
-}
-
-func transient(err error) bool {
-	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
-		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err)
 }
 
 // parallel runs fs in order with n workers and returns the first error.

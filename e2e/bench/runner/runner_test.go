@@ -8,9 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 func TestParallelRunsAllOrStopsAtAnError(t *testing.T) {
@@ -55,35 +53,5 @@ func TestWaitBoundStopsOnStallOnlyAfterTheFirstBind(t *testing.T) {
 	start = time.Now()
 	if last := o.waitBound(context.Background(), b, 2, start); last.IsZero() || time.Since(start) > 250*time.Millisecond {
 		t.Errorf("one bind then nothing: returned after %v, want the stall", time.Since(start))
-	}
-}
-
-func TestRetryTransient(t *testing.T) {
-	busy := apierrors.NewTimeoutError("request did not complete within requested timeout", 0)
-	exists := apierrors.NewAlreadyExists(schema.GroupResource{Resource: "pods"}, "p")
-	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "p", errors.New("quota"))
-	tests := []struct {
-		name      string
-		errs      []error // one per call; nil succeeds
-		wantErr   bool
-		wantCalls int
-	}{
-		{name: "success at once", errs: []error{nil}, wantCalls: 1},
-		{name: "a timeout is retried", errs: []error{busy, nil}, wantCalls: 2},
-		{name: "a timed-out create that landed counts as created", errs: []error{busy, exists}, wantCalls: 2},
-		{name: "already exists on the first call is an error", errs: []error{exists}, wantErr: true, wantCalls: 1},
-		{name: "a refusal is not retried", errs: []error{forbidden}, wantErr: true, wantCalls: 1},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			calls := 0
-			err := retryTransient(t.Context(), func() error {
-				calls++
-				return tc.errs[calls-1]
-			})
-			if (err != nil) != tc.wantErr || calls != tc.wantCalls {
-				t.Errorf("err = %v after %d calls; want error %t after %d", err, calls, tc.wantErr, tc.wantCalls)
-			}
-		})
 	}
 }

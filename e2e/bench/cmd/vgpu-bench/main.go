@@ -25,6 +25,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 	vcclient "volcano.sh/apis/pkg/client/clientset/versioned"
 
@@ -35,6 +36,12 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/bench/runner"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/cluster"
 )
+
+// defaultGroup hosts 200 simulated nodes' device plugins per process: on a
+// 2-core machine, 200 processes (one per node) starve the control plane
+// during a creation burst (webhook timeouts, reset streams), while 200
+// nodes in one process held 0.33 GiB (docs/benchmarks-1000.md).
+const defaultGroup = 200
 
 type flags struct {
 	runs     int
@@ -54,6 +61,8 @@ type flags struct {
 	load     float64
 	group    int
 	ref      bool
+	qps      float64
+	profile  time.Duration
 }
 
 func main() {
@@ -81,7 +90,9 @@ func main() {
 	flag.DurationVar(&f.timeout, "timeout", 2*time.Minute, "stop waiting for binds this long after creation")
 	flag.DurationVar(&f.stall, "stall", time.Minute, "stop waiting after this long without a new bind")
 	flag.StringVar(&f.setups, "setups", "vgpu,deviceshare,cpu-only", "setups to run, in this order each round")
-	flag.IntVar(&f.workers, "workers", 32, "concurrent creators")
+	flag.IntVar(&f.workers, "workers", 8, "concurrent creators")
+	flag.Float64Var(&f.qps, "qps", 200, "creates per second, all creators together, retries included (0: as fast as the workers go)")
+	flag.DurationVar(&f.profile, "profile", 0, "take a CPU profile of vc-scheduler for this long from the first pod create of every run (pprof, under _output/bench/profiles)")
 	flag.BoolVar(&f.keep, "keep", false, "leave the cluster running")
 	flag.StringVar(&f.doc, "doc", "docs/benchmarks.md", "report to write (relative to the repository)")
 	flag.StringVar(&f.chart, "chart", "docs/benchmarks.png", "chart to write (relative to the repository)")
@@ -91,7 +102,7 @@ func main() {
 	flag.StringVar(&f.note, "note", "", "a paragraph added to the report's deviceshare section")
 	flag.StringVar(&f.from, "from", "", "render the report from this results.json instead of running")
 	flag.Float64Var(&f.load, "load", 0, "scale the trace until it asks this share of the cluster's GPU memory and GPUs (1.3: oversubscribed by 30%); 0 keeps the fixed default mix")
-	flag.IntVar(&f.group, "group", 0, "nodes per simulated device plugin process (0: "+cluster.EnvDevicePluginGroup+" or one process per node)")
+	flag.IntVar(&f.group, "group", defaultGroup, "nodes per simulated device plugin process (0: "+cluster.EnvDevicePluginGroup+" or one process per node)")
 	flag.BoolVar(&f.ref, "reference", true, "pack the trace offline too (e2e/bench/reference) and compare")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -122,6 +133,7 @@ func run(ctx context.Context, f flags) (err error) {
 	}
 	cfg.DevicePluginHAMi = true
 	cfg.NoDevicePluginMetrics = true // never read here; a thousand nodes would take a thousand ports
+	cfg.SchedulerPprof = f.profile > 0
 	if f.group > 0 {
 		cfg.DevicePluginGroup = f.group
 	}
@@ -159,7 +171,7 @@ func run(ctx context.Context, f flags) (err error) {
 	began := time.Now()
 	simFile, _ := filepath.Rel(root, cfg.SimFile)
 	in := report.Input{Command: f.command, Date: time.Now().UTC().Format("2006-01-02"), Machine: machine(), Seed: f.seed,
-		Note: f.note, Runs: f.runs, Workers: f.workers, Timeout: f.timeout.String(), Stall: f.stall.String(), ChartPNG: filepath.Base(f.chart),
+		Note: f.note, Runs: f.runs, Workers: f.workers, QPS: f.qps, Timeout: f.timeout.String(), Stall: f.stall.String(), ChartPNG: filepath.Base(f.chart),
 		SimFile: simFile, RawFile: f.results}
 
 	cl, err := cluster.Up(ctx, cfg)
@@ -233,6 +245,12 @@ func run(ctx context.Context, f flags) (err error) {
 		return err
 	}
 	opts := runner.Options{Cluster: cl, Kube: kube, VC: vc, Jobs: jobs, Tag: strconv.FormatInt(time.Now().Unix()%100000, 10), Workers: f.workers, Timeout: f.timeout, Stall: f.stall}
+	if f.qps > 0 {
+		opts.Pace = flowcontrol.NewTokenBucketRateLimiter(float32(f.qps), max(f.workers, 1))
+	}
+	if f.profile > 0 {
+		opts.Profile, opts.ProfileDir = f.profile, filepath.Join(root, "_output", "bench", "profiles")
+	}
 	results := f.results
 	if !filepath.IsAbs(results) {
 		results = filepath.Join(root, results)
@@ -240,12 +258,20 @@ func run(ctx context.Context, f flags) (err error) {
 	if err := os.MkdirAll(filepath.Dir(results), 0o755); err != nil {
 		return err
 	}
+	var failed []string
 	for n := 1; n <= f.runs; n++ {
 		for _, s := range setups {
 			logger.Info("Run", "setup", s.Name, "run", n, "of", f.runs)
 			res, err := runner.Run(ctx, opts, s, n)
 			if err != nil {
-				return fmt.Errorf("%s run %d: %w", s.Name, n, err)
+				if ctx.Err() != nil { // interrupted: nothing more to measure
+					return fmt.Errorf("%s run %d: %w", s.Name, n, err)
+				}
+				// The run is reported as failed, with its reason, and the
+				// benchmark goes on with the next one.
+				res.Failed = err.Error()
+				failed = append(failed, fmt.Sprintf("%s run %d: %v", s.Name, n, err))
+				logger.Error(err, "Run failed", "setup", s.Name, "run", n, "retried", res.RetryReasons)
 			}
 			in.Results = append(in.Results, res)
 			if err := writeJSON(results, in); err != nil {
@@ -265,10 +291,15 @@ func run(ctx context.Context, f flags) (err error) {
 	for _, l := range report.Headline(report.Summarize(in.Results)) {
 		fmt.Println(l)
 	}
-	if f.noreport {
-		return nil
+	if !f.noreport {
+		if err := writeReport(root, f, in); err != nil {
+			return err
+		}
 	}
-	return writeReport(root, f, in)
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d runs failed (reported in %s): %s", len(failed), len(in.Results), f.results, strings.Join(failed, "; "))
+	}
+	return nil
 }
 
 func chooseSetups(root, list string) ([]runner.Setup, error) {
