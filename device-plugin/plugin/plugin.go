@@ -160,9 +160,15 @@ func (p *Plugin) Inventory() api.Inventory {
 		inv.GPUs = append(inv.GPUs, api.GPU{
 			Index: d.Index, UUID: d.UUID, Model: d.Model, MemoryMiB: d.MemoryMiB,
 			Healthy: p.health.Healthy(d.UUID), NUMA: d.NUMA, MaxShares: p.opts.MaxShares,
+			Mode: p.mode(d),
 		})
 	}
 	return inv
+}
+
+// mode is how d is shared (the config's sharing rules for this node).
+func (p *Plugin) mode(d gpu.Device) api.GPUMode {
+	return p.opts.Config.Sharing.ModeFor(p.opts.Node, d.Model, d.UUID)
 }
 
 // Devices implements dpserver.Service.

@@ -40,9 +40,7 @@ func nodeFromInventory(node *corev1.Node) (*placement.Node, time.Time, error) {
 		n.GPUs[i] = placement.GPU{
 			Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryMiB: g.MemoryMiB,
 			Healthy: g.Healthy, NUMA: g.NUMA, MaxShares: g.MaxShares,
-			// The inventory publishes no mode yet: every GPU the device
-			// plugin serves is time-sliced.
-			Mode: api.ModeTimeSliced,
+			Mode: g.SharingMode(),
 		}
 	}
 	if len(inv.GPUs) <= placement.MaxGPUs {
