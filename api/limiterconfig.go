@@ -80,14 +80,14 @@ type limiterDeviceWire struct {
 
 type limiterConfigWire struct {
 	Magic, Version, Size, Policy, DeviceCount, MPSThreadPercent uint32
-	PodUID                                              [64]byte
-	PodNamespace                                        [64]byte
-	PodName                                             [256]byte
-	ContainerName                                       [64]byte
-	SharedDir                                           [256]byte
-	Devices                                             [LimiterConfigMaxDevices]limiterDeviceWire
-	ReservedTail                                        uint32
-	CRC32                                               uint32
+	PodUID                                                      [64]byte
+	PodNamespace                                                [64]byte
+	PodName                                                     [256]byte
+	ContainerName                                               [64]byte
+	SharedDir                                                   [256]byte
+	Devices                                                     [LimiterConfigMaxDevices]limiterDeviceWire
+	ReservedTail                                                uint32
+	CRC32                                                       uint32
 }
 
 var limiterPolicies = map[ComputePolicy]uint32{ComputeNone: 0, ComputeFixed: 1, ComputeBalance: 2}
