@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -41,7 +42,12 @@ type Supervisor struct {
 	Modes ComputeModes
 	// Report receives each GPU's MPS health after every check (nil: healthy).
 	Report func(uuid string, err error)
+	// Ceiling is the active-thread percentage each GPU's server is held to:
+	// the largest share booked on it (clients may lower their own, never
+	// raise it above the server's). nil: 100.
+	Ceiling func(uuid string) uint32
 
+	mu      sync.Mutex // watches, and the commands of one daemon at a time
 	watches map[string]*watch
 }
 
@@ -49,6 +55,8 @@ type Supervisor struct {
 type watch struct {
 	offset  int64          // control.log read so far
 	faulted map[int]string // server pid → the fault seen
+	ceiling uint32         // the ceiling last set on server pid (0: none)
+	pid     int
 }
 
 // Start prepares every GPU (compute mode, daemon started or adopted, its
@@ -98,6 +106,46 @@ func (s *Supervisor) Check(ctx context.Context) {
 	}
 }
 
+func (s *Supervisor) ceiling(uuid string) uint32 {
+	if s.Ceiling == nil {
+		return 100
+	}
+	if c := s.Ceiling(uuid); c >= 1 && c <= 100 {
+		return c
+	}
+	return 100
+}
+
+// Hold sets GPU uuid's ceiling to pct now (a container is about to start:
+// its clients take the ceiling when they connect); checks keep following
+// Ceiling afterwards.
+func (s *Supervisor) Hold(ctx context.Context, uuid string, pct uint32) error {
+	for _, d := range s.Daemons {
+		if d.UUID != uuid {
+			continue
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		w := s.watchOf(uuid)
+		if w.pid == 0 || pct == w.ceiling || pct < 1 || pct > 100 {
+			return nil
+		}
+		return s.setCeiling(ctx, d, w, w.pid, pct)
+	}
+	return nil
+}
+
+// setCeiling holds server pid (and the servers started later) to pct.
+func (s *Supervisor) setCeiling(ctx context.Context, d *Daemon, w *watch, pid int, pct uint32) error {
+	for _, cmd := range []string{fmt.Sprintf("set_default_active_thread_percentage %d", pct), fmt.Sprintf("set_active_thread_percentage %d %d", pid, pct)} {
+		if _, err := d.Control(ctx, cmd); err != nil {
+			return err
+		}
+	}
+	w.pid, w.ceiling = pid, pct
+	return nil
+}
+
 func (s *Supervisor) report(d *Daemon, err error) {
 	if s.Report != nil {
 		s.Report(d.UUID, err)
@@ -121,6 +169,9 @@ func (s *Supervisor) watchOf(uuid string) *watch {
 // UID is ACTIVE (else one is started).
 func (s *Supervisor) check(ctx context.Context, d *Daemon) error {
 	logger := klog.FromContext(ctx).WithValues("gpu", d.UUID)
+	ceiling := s.ceiling(d.UUID) // before s.mu: Ceiling may take its owner's lock, which Hold's caller holds
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	w := s.watchOf(d.UUID)
 	servers, err := d.Servers(ctx)
 	if err != nil {
@@ -142,7 +193,7 @@ func (s *Supervisor) check(ctx context.Context, d *Daemon) error {
 		}
 	}
 	listed := map[int]bool{}
-	active := false
+	active := 0
 	for _, srv := range servers {
 		listed[srv.PID] = true
 		switch srv.Status {
@@ -151,7 +202,9 @@ func (s *Supervisor) check(ctx context.Context, d *Daemon) error {
 				w.faulted[srv.PID] = "status FAULT"
 			}
 		case "ACTIVE":
-			active = active || w.faulted[srv.PID] == ""
+			if w.faulted[srv.PID] == "" {
+				active = srv.PID
+			}
 		}
 	}
 	for pid := range w.faulted {
@@ -167,7 +220,10 @@ func (s *Supervisor) check(ctx context.Context, d *Daemon) error {
 		sort.Ints(pids)
 		return fmt.Errorf("%w: GPU %s: server %d: %s (every client of that server has failed; the GPU recovers when its clients exit and a fresh server answers)", ErrFault, d.UUID, pids[0], w.faulted[pids[0]])
 	}
-	if active {
+	if active != 0 {
+		if active != w.pid || ceiling != w.ceiling {
+			return s.setCeiling(ctx, d, w, active, ceiling)
+		}
 		return nil
 	}
 	pid, err := d.StartServer(ctx, s.UID)
@@ -181,8 +237,8 @@ func (s *Supervisor) check(ctx context.Context, d *Daemon) error {
 	if st = strings.TrimSpace(st); st != "ACTIVE" {
 		return fmt.Errorf("%w: GPU %s: fresh server %d is %s", ErrFault, d.UUID, pid, st)
 	}
-	logger.V(2).Info("Started an MPS server", "pid", pid, "uid", s.UID)
-	return nil
+	logger.V(2).Info("Started an MPS server", "pid", pid, "uid", s.UID, "activeThreadPercentage", ceiling)
+	return s.setCeiling(ctx, d, w, pid, ceiling)
 }
 
 // The log lines that mark a fatal fault, and the server they name.

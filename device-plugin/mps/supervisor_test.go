@@ -222,3 +222,57 @@ func TestOtherUserIsPendingNotStarted(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// The server is held to the largest share booked on its GPU: a process that
+// bypasses libvcuda and raises its own percentage gets no more than that.
+func TestSupervisorCeiling(t *testing.T) {
+	ctx := context.Background()
+	r := &reports{}
+	var booked uint32 = 30
+	s := newSupervisor(t, t.TempDir(), r, nil, "GPU-a")
+	s.Ceiling = func(string) uint32 { return booked }
+	s.Start(ctx)
+	d := s.Daemons[0]
+	percent := func() string {
+		pids := serverPIDs(t, d)
+		if len(pids) != 1 {
+			t.Fatalf("servers = %v", pids)
+		}
+		out, err := d.Control(ctx, "get_active_thread_percentage "+strconv.Itoa(pids[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(out)
+	}
+	steps := []struct {
+		name string
+		do   func()
+		want string
+	}{
+		{name: "the fresh server is held to the booked 30%", do: func() {}, want: "30.0"},
+		{name: "a 60% tenant about to start raises it at once", do: func() {
+			if err := s.Hold(ctx, "GPU-a", 60); err != nil {
+				t.Fatal(err)
+			}
+		}, want: "60.0"},
+		{name: "an out-of-range hold changes nothing", do: func() { _ = s.Hold(ctx, "GPU-a", 0) }, want: "60.0"},
+		{name: "the next check follows the bookings (the 60% tenant left)", do: func() { s.Check(ctx) }, want: "30.0"},
+		{name: "no booking: 100%", do: func() { booked = 0; s.Check(ctx) }, want: "100.0"},
+		{name: "a fresh server after a fault gets the ceiling too", do: func() {
+			booked = 40
+			pid := serverPIDs(t, d)[0]
+			_, _ = d.Control(ctx, "fake_fault "+strconv.Itoa(pid))
+			_, _ = d.Control(ctx, "fake_server_exit "+strconv.Itoa(pid)+" 1")
+			s.Check(ctx)
+		}, want: "40.0"},
+	}
+	for _, st := range steps {
+		st.do()
+		if got := percent(); got != st.want {
+			t.Errorf("%s: server percentage %s, want %s", st.name, got, st.want)
+		}
+	}
+	if err := r.get("GPU-a"); err != nil {
+		t.Errorf("GPU-a: %v", err)
+	}
+}

@@ -164,6 +164,9 @@ func (p *Plugin) allocateLocked(ids []string, known match.Known) (*pluginapi.Con
 	if _, err := p.store.Write(rec, cfg); err != nil {
 		return nil, rec, false, fmt.Errorf("writing the limiter config of pod %s/%s container %s: %w", rec.Namespace, rec.Name, rec.Container, err)
 	}
+	if threads > 0 {
+		p.holdMPS(rec.Devices[0].UUID, threads)
+	}
 	resp, err := p.response(rec, paths, threads)
 	if err != nil {
 		return nil, rec, false, fmt.Errorf("pod %s/%s container %s: %w", rec.Namespace, rec.Name, rec.Container, err)

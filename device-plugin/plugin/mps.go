@@ -122,9 +122,52 @@ func (p *Plugin) runMPS(ctx context.Context) error {
 	}
 	s := &mps.Supervisor{
 		Daemons: daemons, UID: m.UID(), Interval: m.ProbeInterval.Duration, Clock: p.opts.Clock, Modes: p.computeModes(),
-		Report: p.reportMPS,
+		Report: p.reportMPS, Ceiling: p.mpsCeiling,
 	}
+	p.mu.Lock()
+	p.mpsSup = s
+	p.mu.Unlock()
 	return s.Run(ctx)
+}
+
+// mpsCeiling is the largest share served on GPU uuid: its MPS server is held
+// to it, so a process that bypasses libvcuda and raises its own percentage
+// gets no more than the largest share on its GPU (its own share where it is
+// the largest or all shares are equal).
+func (p *Plugin) mpsCeiling(uuid string) uint32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mpsCeilingLocked(uuid)
+}
+
+func (p *Plugin) mpsCeilingLocked(uuid string) uint32 {
+	var top uint32
+	for _, recs := range p.records {
+		for _, r := range recs {
+			for _, d := range r.Devices {
+				c := uint32(d.Cores)
+				if d.Cores <= 0 || d.Cores > 100 {
+					c = 100
+				}
+				if d.UUID == uuid && c > top {
+					top = c
+				}
+			}
+		}
+	}
+	return top
+}
+
+// holdMPS sets GPU uuid's server ceiling before a container with share
+// threads starts (its clients take the ceiling when they connect): the
+// largest share on the GPU, this one included. Called with p.mu held.
+func (p *Plugin) holdMPS(uuid string, threads uint32) {
+	if p.mpsSup == nil {
+		return
+	}
+	if err := p.mpsSup.Hold(context.Background(), uuid, max(threads, p.mpsCeilingLocked(uuid))); err != nil {
+		klog.Background().Error(err, "Raising the MPS server's active-thread percentage; the container's clients may get less than their share until the next check", "gpu", uuid, "percent", threads)
+	}
 }
 
 // reportMPS records an MPS check of one GPU in its health.

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -56,6 +57,22 @@ func TestPluginSupervisesMPS(t *testing.T) {
 	}
 	if m := e.sim.ComputeMode(e.gpu(0)); m != nvml.COMPUTEMODE_DEFAULT {
 		t.Errorf("compute mode of a time-sliced GPU = %v, want DEFAULT", m)
+	}
+
+	// A 60% container raises the server's ceiling before it starts.
+	s := share(1)
+	s.cores = 60
+	e.add(t, pod("p1").app("main", s).obj(t, e))
+	e.kubelet.set("p1", map[string][]string{"main": nil})
+	if _, err := e.p.Allocate(ctx, []string{e.id(1, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	servers, err := d.Servers(ctx)
+	if err != nil || len(servers) != 1 {
+		t.Fatalf("servers = %v, %v", servers, err)
+	}
+	if out, _ := d.Control(ctx, fmt.Sprintf("get_active_thread_percentage %d", servers[0].PID)); strings.TrimSpace(out) != "60.0" {
+		t.Errorf("server percentage after a 60%% container = %q, want 60.0", out)
 	}
 
 	changed := e.p.DevicesChanged()

@@ -29,6 +29,7 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/match"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/memguard"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/metrics"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/mps"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/podresources"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/preloadhook"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/replica"
@@ -89,7 +90,8 @@ type Plugin struct {
 	hamiPending  bool          // deviceshare's handshake awaits an answer
 	devChanged   chan struct{} // closed when device health changes
 	server       *dpserver.Server
-	podChanged   chan struct{} // closed when the pod cache changes
+	podChanged   chan struct{}   // closed when the pod cache changes
+	mpsSup       *mps.Supervisor // the MPS GPUs' daemons (nil: none, or not started yet)
 }
 
 var _ dpserver.Service = (*Plugin)(nil)

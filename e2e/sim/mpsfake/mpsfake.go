@@ -9,7 +9,8 @@
 // Commands of the real program it models: get_server_list,
 // start_server -uid UID, get_server_status PID (ACTIVE or FAULT),
 // shutdown_server PID [-f], set_default_active_thread_percentage N,
-// get_default_active_thread_percentage, quit. A server of another user than
+// get_default_active_thread_percentage, set_active_thread_percentage PID N,
+// get_active_thread_percentage PID, quit. A server of another user than
 // the running one is not started: the request waits ("pending"), as the real
 // daemon makes clients of a second user wait until the first user's server
 // exits.
@@ -138,8 +139,9 @@ func startDaemon(pipe string, stdout, stderr io.Writer) int {
 }
 
 type server struct {
-	uid   int64
-	fault bool
+	uid     int64
+	fault   bool
+	percent float64 // its active-thread percentage (clients may only lower it)
 }
 
 type daemon struct {
@@ -257,6 +259,24 @@ func (d *daemon) command(f []string) (out string, after func()) {
 		}
 		d.exit(p, 0)
 		return "", nil
+	case "set_active_thread_percentage":
+		p, s, msg := pid()
+		if s == nil || len(f) != 3 {
+			return msg + "usage: set_active_thread_percentage PID PERCENT\n", nil
+		}
+		v, err := strconv.ParseFloat(f[2], 64)
+		if err != nil || v <= 0 || v > 100 {
+			return "Invalid value\n", nil
+		}
+		s.percent = v
+		d.logf("INFO", "Server %d active thread percentage set to %.1f", p, v)
+		return fmt.Sprintf("%.1f\n", v), nil
+	case "get_active_thread_percentage":
+		_, s, msg := pid()
+		if s == nil {
+			return msg, nil
+		}
+		return fmt.Sprintf("%.1f\n", s.percent), nil
 	case "set_default_active_thread_percentage":
 		if len(f) != 2 {
 			return "Invalid command\n", nil
@@ -308,7 +328,7 @@ func (d *daemon) start(uid int64) string {
 	}
 	p := d.nextPID
 	d.nextPID++
-	d.servers[p] = &server{uid: uid}
+	d.servers[p] = &server{uid: uid, percent: d.percent}
 	d.logf("INFO", "Starting new server %d for user %d", p, uid)
 	return fmt.Sprintf("%d\n", p)
 }
