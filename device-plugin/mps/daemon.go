@@ -133,9 +133,9 @@ func (d *Daemon) Start(ctx context.Context) (adopted bool, err error) {
 			return false, fmt.Errorf("MPS directory of GPU %s: %w", d.UUID, err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, d.Timeout)
+	startCtx, cancel := context.WithTimeout(ctx, d.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, d.Command, "-d")
+	cmd := exec.CommandContext(startCtx, d.Command, "-d")
 	cmd.Env = d.env()
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -72,7 +72,7 @@ func newSupervisor(t *testing.T, root string, r *reports, m ComputeModes, uuids 
 	cmd := fakeControl(t)
 	s := &Supervisor{UID: 0, Interval: time.Second, Report: r.report, Modes: m}
 	for _, u := range uuids {
-		d := New(root, u, cmd, 5*time.Second)
+		d := New(root, u, cmd, time.Minute) // each command execs this test binary: slow under -race
 		s.Daemons = append(s.Daemons, d)
 		t.Cleanup(func() { _ = d.Stop(context.Background()) })
 	}

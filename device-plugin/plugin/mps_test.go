@@ -15,7 +15,7 @@ import (
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if cond() {
 			return
 		}
@@ -31,7 +31,10 @@ func TestPluginSupervisesMPS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, _ := mpsEnv(t, func(c *config.Config) { c.MPS.ControlCommand = self })
+	e, _ := mpsEnv(t, func(c *config.Config) {
+		c.MPS.ControlCommand = self
+		c.MPS.ProbeTimeout.Duration = time.Minute // each command execs this test binary: slow under -race
+	})
 	gpu := e.gpu(1)
 	d := e.p.daemon(gpu)
 	t.Cleanup(func() { _ = d.Stop(context.Background()) })
