@@ -16,7 +16,7 @@ func pairInventory() Inventory {
 		Heartbeat: t0,
 		GPUs: []GPU{
 			{Index: 0, UUID: "GPU-0000", Model: "A100-SXM4-40GB", MemoryMiB: 40960, Healthy: true, NUMA: 0, MaxShares: 10},
-			{Index: 1, UUID: "GPU-0001", Model: "A100-SXM4-40GB", MemoryMiB: 40960, Healthy: true, NUMA: 0, MaxShares: 10},
+			{Index: 1, UUID: "GPU-0001", Model: "A100-SXM4-40GB", MemoryMiB: 40960, Healthy: true, NUMA: 0, MaxShares: 10, Mode: ModeMPS},
 		},
 		NVLinks: [][]int{{0, 12}, {12, 0}},
 		PCIe:    [][]PCIeLevel{{PCIeInternal, PCIeNode}, {PCIeNode, PCIeInternal}},
@@ -73,6 +73,8 @@ func TestDecodeInventoryErrors(t *testing.T) {
 		{"matrix too small", strings.Replace(good, `[[0,12],[12,0]]`, `[[0,12]]`, 1), "field nvlinks: expected a 2×2 matrix"},
 		{"bad pcie level", strings.Replace(good, `"pcie":[[0,4],[4,0]]`, `"pcie":[[0,9],[9,0]]`, 1), "field pcie[0][1]: expected a PCIe level"},
 		{"trailing data", good + "{}", "expected a single JSON object"},
+		{"mode not served yet", strings.Replace(good, `"mode":"mps"`, `"mode":"mig"`, 1), `field gpus[1].mode: expected one of time-sliced, mps (MIG is not served by this release), got "mig"`},
+		{"mode in Volcano's spelling", strings.Replace(good, `"mode":"mps"`, `"mode":"hami-core"`, 1), `field gpus[1].mode: expected one of time-sliced, mps, got "hami-core"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -280,6 +282,50 @@ func TestGPUModeNames(t *testing.T) {
 			back, err := ParseVolcanoMode(VolcanoModeKey, tc.volcano)
 			if err != nil || back != tc.mode {
 				t.Errorf("ParseVolcanoMode(%q) = %q, %v; want %q", tc.volcano, back, err, tc.mode)
+			}
+		})
+	}
+}
+
+func TestGPUSharingMode(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		gpu  GPU
+		want GPUMode
+	}{
+		{name: "no mode (an older plugin) is time-sliced", gpu: GPU{}, want: ModeTimeSliced},
+		{name: "mps", gpu: GPU{Mode: ModeMPS}, want: ModeMPS},
+		{name: "time-sliced", gpu: GPU{Mode: ModeTimeSliced}, want: ModeTimeSliced},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.gpu.SharingMode(); got != tc.want {
+				t.Errorf("SharingMode() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseGPUMode(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, wantErr string
+		want              GPUMode
+	}{
+		{name: "time-sliced", in: "time-sliced", want: ModeTimeSliced},
+		{name: "mps", in: "mps", want: ModeMPS},
+		{name: "mig comes later", in: "mig", wantErr: `sharing.mode: expected one of time-sliced, mps (MIG is not served by this release), got "mig"`},
+		{name: "Volcano's hami-core is not the config's spelling", in: "hami-core", wantErr: `sharing.mode: expected one of time-sliced, mps, got "hami-core"`},
+		{name: "case matters", in: "MPS", wantErr: `got "MPS"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseGPUMode("sharing.mode", GPUMode(tc.in))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("ParseGPUMode(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 			}
 		})
 	}

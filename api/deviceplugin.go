@@ -17,3 +17,18 @@ const (
 	// LdPreloadPath is where the device plugin mounts its ld.so.preload file.
 	LdPreloadPath = "/etc/ld.so.preload"
 )
+
+// MPS mode: what Allocate gives a container on an MPS GPU. The same names
+// are in vcuda/include/vcuda_mps.h (libvcuda sets them again from its config).
+const (
+	// MPSPipeDir is where the container sees its GPU's MPS pipe directory
+	// (read-only); EnvMPSPipeDir names it.
+	MPSPipeDir    = "/run/volcano-vgpu/mps"
+	EnvMPSPipeDir = "CUDA_MPS_PIPE_DIRECTORY"
+	// EnvMPSThreads is the container's share of the GPU's SMs (its cores).
+	EnvMPSThreads = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
+	// EnvMPSPinnedMem is "<ordinal>=<MiB>M" per GPU (its memory cap).
+	EnvMPSPinnedMem = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
+	// MPSShmPath is where MPS clients and their server share memory.
+	MPSShmPath = "/dev/shm"
+)

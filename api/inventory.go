@@ -46,6 +46,17 @@ type GPU struct {
 	Healthy   bool   `json:"healthy"`
 	NUMA      int    `json:"numa"`
 	MaxShares int    `json:"maxShares"`
+	// Mode is how the GPU is shared (ServedModes); "" (plugins older than
+	// the field) is time-sliced. Use SharingMode to read it.
+	Mode GPUMode `json:"mode,omitempty"`
+}
+
+// SharingMode is g.Mode, time-sliced where the inventory names none.
+func (g GPU) SharingMode() GPUMode {
+	if g.Mode == "" {
+		return ModeTimeSliced
+	}
+	return g.Mode
 }
 
 // Link is the connection between two GPUs.
@@ -128,6 +139,11 @@ func (inv *Inventory) validate() error {
 		case g.MaxShares < 1 || g.MaxShares > MaxShares:
 			return fieldErr(k, f("maxShares"), fmt.Sprintf("an integer from 1 to %d", MaxShares), g.MaxShares)
 		}
+		if g.Mode != "" {
+			if _, err := ParseGPUMode(k, g.Mode); err != nil {
+				return fieldErr(k, f("mode"), err.(*FieldError).Expected, fmt.Sprintf("%q", g.Mode))
+			}
+		}
 		if j, dup := uuids[g.UUID]; dup {
 			return fieldErr(k, f("uuid"), fmt.Sprintf("a UUID not already used by gpus[%d]", j), g.UUID)
 		}
@@ -162,6 +178,10 @@ func checkMatrix[T comparable](key, name string, m [][]T, n int, ok func(T) bool
 	}
 	return nil
 }
+
+// ValidUUID reports whether s can be a GPU UUID in our payloads: printable,
+// no comma or space, at most 95 characters.
+func ValidUUID(s string) bool { return validUUID(s) }
 
 func validUUID(s string) bool {
 	if s == "" || len(s) > 95 || strings.ContainsAny(s, ", ") {

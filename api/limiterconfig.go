@@ -21,7 +21,7 @@ import (
 //	     8    4 size            2016
 //	    12    4 policy          0 none, 1 fixed, 2 balance
 //	    16    4 device_count    1..16
-//	    20    4 reserved        0
+//	    20    4 mps_thread_percent 0: time-sliced; 1..100: MPS, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
 //	    24   64 pod_uid         NUL-terminated, zero-padded (all strings)
 //	    88   64 pod_namespace
 //	   152  256 pod_name
@@ -62,6 +62,13 @@ type LimiterConfig struct {
 	ContainerName string
 	SharedDir     string // per-container dir shared by its processes (absolute, in the container)
 	Devices       []LimiterDevice
+	// MPSThreadPercent: 0 for time-sliced GPUs; 1..100 when the container's
+	// GPU is in MPS mode: libvcuda sets CUDA_MPS_ACTIVE_THREAD_PERCENTAGE to
+	// it (a process may lower it, never raise it) and
+	// CUDA_MPS_PINNED_DEVICE_MEM_LIMIT from each device's memory limit. Its
+	// devices then carry CorePercent 100: the SM partition, not libvcuda's
+	// launch throttle, bounds compute.
+	MPSThreadPercent uint32
 }
 
 type limiterDeviceWire struct {
@@ -72,15 +79,15 @@ type limiterDeviceWire struct {
 }
 
 type limiterConfigWire struct {
-	Magic, Version, Size, Policy, DeviceCount, Reserved uint32
-	PodUID                                              [64]byte
-	PodNamespace                                        [64]byte
-	PodName                                             [256]byte
-	ContainerName                                       [64]byte
-	SharedDir                                           [256]byte
-	Devices                                             [LimiterConfigMaxDevices]limiterDeviceWire
-	ReservedTail                                        uint32
-	CRC32                                               uint32
+	Magic, Version, Size, Policy, DeviceCount, MPSThreadPercent uint32
+	PodUID                                                      [64]byte
+	PodNamespace                                                [64]byte
+	PodName                                                     [256]byte
+	ContainerName                                               [64]byte
+	SharedDir                                                   [256]byte
+	Devices                                                     [LimiterConfigMaxDevices]limiterDeviceWire
+	ReservedTail                                                uint32
+	CRC32                                                       uint32
 }
 
 var limiterPolicies = map[ComputePolicy]uint32{ComputeNone: 0, ComputeFixed: 1, ComputeBalance: 2}
@@ -122,6 +129,9 @@ func (c *LimiterConfig) Validate() error {
 	if !strings.HasPrefix(c.SharedDir, "/") {
 		return fieldErr(limiterKey, "shared_dir", "an absolute path", fmt.Sprintf("%q", c.SharedDir))
 	}
+	if c.MPSThreadPercent > 100 {
+		return fieldErr(limiterKey, "mps_thread_percent", "0 (not MPS) or 1..100", c.MPSThreadPercent)
+	}
 	seen := map[string]int{}
 	for i, d := range c.Devices {
 		if err := validateDevice(i, d, seen); err != nil {
@@ -159,7 +169,7 @@ func (c *LimiterConfig) Encode() ([]byte, error) {
 	}
 	w := limiterConfigWire{
 		Magic: LimiterConfigMagic, Version: LimiterConfigVersion, Size: LimiterConfigSize,
-		Policy: limiterPolicies[c.Policy], DeviceCount: uint32(len(c.Devices)),
+		Policy: limiterPolicies[c.Policy], DeviceCount: uint32(len(c.Devices)), MPSThreadPercent: c.MPSThreadPercent,
 	}
 	copy(w.PodUID[:], c.PodUID)
 	copy(w.PodNamespace[:], c.PodNamespace)
@@ -219,10 +229,10 @@ func DecodeLimiterConfig(b []byte) (*LimiterConfig, error) {
 		return nil, fieldErr(limiterKey, "policy", "0 (none), 1 (fixed) or 2 (balance)", w.Policy)
 	case w.DeviceCount < 1 || w.DeviceCount > LimiterConfigMaxDevices:
 		return nil, fieldErr(limiterKey, "device_count", fmt.Sprintf("1..%d", LimiterConfigMaxDevices), w.DeviceCount)
-	case w.Reserved != 0 || w.ReservedTail != 0:
+	case w.ReservedTail != 0:
 		return nil, fieldErr(limiterKey, "reserved", "0", nil)
 	}
-	c := &LimiterConfig{Devices: make([]LimiterDevice, 0, w.DeviceCount)}
+	c := &LimiterConfig{Devices: make([]LimiterDevice, 0, w.DeviceCount), MPSThreadPercent: w.MPSThreadPercent}
 	for p, v := range limiterPolicies {
 		if v == w.Policy {
 			c.Policy = p
@@ -247,6 +257,9 @@ func DecodeLimiterConfig(b []byte) (*LimiterConfig, error) {
 	}
 	if !strings.HasPrefix(c.SharedDir, "/") {
 		return nil, fieldErr(limiterKey, "shared_dir", "an absolute path", fmt.Sprintf("%q", c.SharedDir))
+	}
+	if c.MPSThreadPercent > 100 {
+		return nil, fieldErr(limiterKey, "mps_thread_percent", "0 (not MPS) or 1..100", c.MPSThreadPercent)
 	}
 	seen := map[string]int{}
 	for i := range w.Devices {

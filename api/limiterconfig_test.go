@@ -28,6 +28,7 @@ func fixedLimiterConfig() LimiterConfig {
 			{UUID: "GPU-8f1c2a3b-1111-4222-8333-944455566677", MemoryLimitBytes: 20480 << 20, CorePercent: 25, ContextMiB: 512},
 			{UUID: "MIG-0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9", MemoryLimitBytes: 1 << 30, CorePercent: 100},
 		},
+		MPSThreadPercent: 30,
 	}
 }
 
@@ -42,7 +43,7 @@ int main(int argc, char **argv) {
 	if (strcmp(argv[1], "write") == 0) {
 		memset(&c, 0, sizeof(c));
 		c.magic = VCUDA_CONFIG_MAGIC; c.version = VCUDA_CONFIG_VERSION; c.size = sizeof(c);
-		c.policy = VCUDA_POLICY_BALANCE; c.device_count = 2;
+		c.policy = VCUDA_POLICY_BALANCE; c.device_count = 2; c.mps_thread_percent = 30;
 		strcpy(c.pod_uid, "6d1c7f0e-5a1b-4c2d-8e3f-000000000042");
 		strcpy(c.pod_namespace, "team-a"); strcpy(c.pod_name, "trainer-0");
 		strcpy(c.container_name, "main"); strcpy(c.shared_dir, "/var/run/vcuda");
@@ -58,8 +59,8 @@ int main(int argc, char **argv) {
 	FILE *f = fopen(argv[2], "rb");
 	if (!f || fread(&c, sizeof(c), 1, f) != 1) { printf("error: short file\n"); return 1; }
 	if (vcuda_config_validate(&c, err, sizeof(err)) != 0) { printf("error: %s\n", err); return 1; }
-	printf("policy=%u\npod_uid=%s\npod_namespace=%s\npod_name=%s\ncontainer_name=%s\nshared_dir=%s\n",
-	       c.policy, c.pod_uid, c.pod_namespace, c.pod_name, c.container_name, c.shared_dir);
+	printf("policy=%u\nmps_thread_percent=%u\npod_uid=%s\npod_namespace=%s\npod_name=%s\ncontainer_name=%s\nshared_dir=%s\n",
+	       c.policy, c.mps_thread_percent, c.pod_uid, c.pod_namespace, c.pod_name, c.container_name, c.shared_dir);
 	for (unsigned i = 0; i < c.device_count; i++)
 		printf("device=%s,%llu,%u,%u\n", c.devices[i].uuid,
 		       (unsigned long long)c.devices[i].memory_limit, c.devices[i].core_percent, c.devices[i].context_mib);
@@ -150,7 +151,7 @@ func TestLimiterConfigMatchesCHeader(t *testing.T) {
 	if err != nil {
 		t.Fatalf("C rejected Go bytes: %v\n%s", err, out)
 	}
-	want := "policy=2\npod_uid=6d1c7f0e-5a1b-4c2d-8e3f-000000000042\npod_namespace=team-a\n" +
+	want := "policy=2\nmps_thread_percent=30\npod_uid=6d1c7f0e-5a1b-4c2d-8e3f-000000000042\npod_namespace=team-a\n" +
 		"pod_name=trainer-0\ncontainer_name=main\nshared_dir=/var/run/vcuda\n" +
 		"device=GPU-8f1c2a3b-1111-4222-8333-944455566677,21474836480,25,512\n" +
 		"device=MIG-0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9,1073741824,100,0\n"
@@ -193,7 +194,8 @@ func TestLimiterConfigRejectsLikeC(t *testing.T) {
 		{"policy 3", "policy", patch(good, false, put32(12, 3))},
 		{"no devices", "device_count", patch(good, false, put32(16, 0))},
 		{"17 devices", "device_count", patch(good, false, put32(16, 17))},
-		{"reserved set", "reserved", patch(good, false, put32(20, 1))},
+		{"reserved tail set", "reserved", patch(good, false, put32(2008, 1))},
+		{"mps thread percent 101", "mps_thread_percent", patch(good, false, put32(20, 101))},
 		{"junk after pod_name", "pod_name", patch(good, false, func(b []byte) { b[152+100] = 'x' })},
 		{"empty container name", "container_name", patch(good, false, func(b []byte) { b[408] = 0 })},
 		{"relative shared_dir", "shared_dir", patch(good, false, func(b []byte) { b[472] = 's' })},

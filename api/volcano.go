@@ -86,9 +86,10 @@ func lowerASCII(b byte) byte {
 }
 
 // GPUMode is how a GPU is shared between its tenants: one vocabulary from
-// the pod annotation (Volcano's spellings) to the placement core. Today every
-// GPU the device plugin serves is time-sliced; MPS and MIG GPUs join the same
-// type when the device plugin publishes them.
+// the device plugin's configuration and the node inventory to the pod
+// annotation (Volcano's spellings) and the placement core. The device plugin
+// serves time-sliced and MPS GPUs (ServedModes); MIG GPUs join the same type
+// when it publishes them.
 type GPUMode string
 
 const (
@@ -127,6 +128,26 @@ func (m GPUMode) String() string {
 		return fmt.Sprintf("%s (%s)", string(m), v)
 	}
 	return string(m)
+}
+
+// ServedModes are the modes the device plugin can run a GPU in, in the order
+// its configuration lists them. MIG is not among them yet.
+func ServedModes() []GPUMode { return []GPUMode{ModeTimeSliced, ModeMPS} }
+
+// ParseGPUMode reads a mode as the device plugin's configuration and the
+// node inventory spell it (ServedModes), found under key.
+func ParseGPUMode(key string, v GPUMode) (GPUMode, error) {
+	names := make([]string, 0, 2)
+	for _, m := range ServedModes() {
+		if v == m {
+			return m, nil
+		}
+		names = append(names, string(m))
+	}
+	if v == ModeMIG {
+		return "", fieldErr(key, "", "one of "+strings.Join(names, ", ")+" (MIG is not served by this release)", fmt.Sprintf("%q", v))
+	}
+	return "", fieldErr(key, "", "one of "+strings.Join(names, ", "), fmt.Sprintf("%q", v))
 }
 
 // ParseVolcanoMode reads a value of VolcanoModeKey found under key.

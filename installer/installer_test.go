@@ -174,6 +174,10 @@ func TestValuesThatFail(t *testing.T) {
 		{name: "own webhook Secret without its CA", sets: []string{"admission.tls.mode=secret", "admission.tls.secretName=tls"}, want: "admission.tls.mode secret needs admission.tls.secretName"},
 		{name: "cert-manager without an issuer", sets: []string{"admission.tls.mode=certManager"}, want: "needs admission.tls.certManagerIssuer.name"},
 		{name: "webhook that fails open by typo", sets: []string{"admission.failurePolicy=ignore"}, want: `admission.failurePolicy must be one of Fail, Ignore, got "ignore"`},
+		{name: "MIG is not a sharing mode yet", sets: []string{"devicePlugin.config.sharing.mode=mig"}, want: `devicePlugin.config.sharing.mode must be one of time-sliced, mps, got "mig"`},
+		{name: "Volcano's spelling is not a sharing mode", sets: []string{"devicePlugin.config.sharing.models.H100=hami-core"}, want: `devicePlugin.config.sharing.models.H100 must be one of time-sliced, mps, got "hami-core"`},
+		{name: "unknown sharing rule", sets: []string{"devicePlugin.config.sharing.uuids.GPU-a=mps"}, want: "devicePlugin.config.sharing.uuids is not a setting"},
+		{name: "unknown mps key", sets: []string{"devicePlugin.config.mps.computeMode=false"}, want: "devicePlugin.config.mps.computeMode is not a setting"},
 		{name: "unknown top-level key", sets: []string{"schedular.mode=beside"}, want: "values: .schedular is not a setting of this chart"},
 		{name: "unknown device plugin key", sets: []string{"devicePlugin.nodeSelectors.gpu=yes"}, want: "devicePlugin.nodeSelectors is not a setting"},
 		{name: "unknown device plugin config key", sets: []string{"devicePlugin.config.maxShare=4"}, want: "devicePlugin.config.maxShare is not a setting"},
@@ -365,6 +369,29 @@ func TestMemoryGuardPrivileges(t *testing.T) {
 			got := map[string]bool{"hostPID": strings.Contains(out, "hostPID: true"), "KILL": strings.Contains(out, "- KILL")}
 			if diff := cmp.Diff(map[string]bool{"hostPID": c.want, "KILL": c.want}, got); diff != "" {
 				t.Errorf("privileges (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestMPSSharedMemory: with MPS GPUs the device plugin's /dev/shm is the host
+// directory Allocate mounts into MPS containers; without, it is left alone.
+func TestMPSSharedMemory(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		sets []string
+		want bool
+	}{
+		{"time-sliced by default", nil, false},
+		{"H100s in MPS mode", []string{"devicePlugin.config.sharing.models.H100=mps"}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := render(t, nil, c.sets...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(out, "mountPath: /dev/shm") && strings.Contains(out, "/mps/shm"); got != c.want {
+				t.Errorf("MPS shared memory mounted = %v, want %v", got, c.want)
 			}
 		})
 	}

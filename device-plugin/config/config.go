@@ -40,6 +40,10 @@ type Config struct {
 	Allocate      Allocate          `json:"allocate"`
 	CDI           CDI               `json:"cdi"`
 	MemoryGuard   MemoryGuard       `json:"memoryGuard"`
+	// Sharing is each GPU's sharing mode (time-sliced or mps).
+	Sharing Sharing `json:"sharing"`
+	// MPS runs the MPS control daemons of the MPS GPUs.
+	MPS MPS `json:"mps"`
 	// MaxShares is the number of containers one GPU can serve (vgpu-number
 	// replicas per GPU). Simulated nodes carry their own value instead.
 	MaxShares int `json:"maxShares"`
@@ -211,6 +215,8 @@ func (c *Config) applyDefaults() {
 		l.ContextMiB = map[string]uint32{"default": 0}
 	}
 	c.CDI.applyDefaults()
+	c.Sharing.applyDefaults()
+	c.MPS.applyDefaults()
 	if c.Health.IgnoredXIDs == nil {
 		c.Health.IgnoredXIDs = append([]uint64(nil), DefaultIgnoredXIDs...)
 	}
@@ -305,6 +311,12 @@ func (c *Config) Validate() error {
 		}
 	}
 	if err := c.CDI.validate(); err != nil {
+		return err
+	}
+	if err := c.Sharing.validate(); err != nil {
+		return err
+	}
+	if err := c.MPS.validate(); err != nil {
 		return err
 	}
 	if _, err := api.ParseComputePolicy("defaultComputePolicy", string(c.DefaultComputePolicy)); err != nil {

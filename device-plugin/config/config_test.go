@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
 )
 
 func TestExampleIsTheDefault(t *testing.T) {
@@ -57,6 +59,44 @@ func TestParse(t *testing.T) {
 		}},
 		{name: "context size too large", yaml: "version: v1\nlimiter:\n  contextMiB:\n    H100: 100000", wantErr: "limiter.contextMiB: expected a GPU model substring"},
 		{name: "context size negative", yaml: "version: v1\nlimiter:\n  contextMiB:\n    H100: -1", wantErr: "limiter.contextMiB"},
+		{name: "every GPU time-sliced by default", yaml: "version: v1", check: func(t *testing.T, c Config) {
+			if m := c.Sharing.ModeFor("n1", "NVIDIA H100 80GB HBM3", "GPU-a"); m != api.ModeTimeSliced || c.Sharing.Uses(api.ModeMPS) {
+				t.Errorf("mode = %q, uses mps %v: want time-sliced only", m, c.Sharing.Uses(api.ModeMPS))
+			}
+			if !c.MPS.ComputeModeEnabled() || c.MPS.UID() != 0 || c.MPS.ControlCommand != "nvidia-cuda-mps-control" {
+				t.Errorf("mps = %+v", c.MPS)
+			}
+		}},
+		{name: "sharing: UUID over model over node over default", yaml: "version: v1\nsharing:\n  mode: mps\n  nodes:\n    n2: time-sliced\n  models:\n    H100: mps\n    A100: time-sliced\n    A100-SXM4-80GB: mps\n  gpus:\n    GPU-b: time-sliced", check: func(t *testing.T, c Config) {
+			got := map[string]api.GPUMode{}
+			for _, g := range []struct{ node, model, uuid string }{
+				{"n1", "NVIDIA H100 80GB HBM3", "GPU-a"}, // models: H100
+				{"n1", "NVIDIA H100 80GB HBM3", "GPU-b"}, // gpus beats models
+				{"n1", "NVIDIA A100-SXM4-40GB", "GPU-c"}, // models: A100
+				{"n1", "NVIDIA A100-SXM4-80GB", "GPU-d"}, // the longer model key wins
+				{"n2", "NVIDIA L4", "GPU-e"},             // nodes: n2
+				{"n1", "NVIDIA L4", "GPU-f"},             // sharing.mode
+			} {
+				got[g.uuid] = c.Sharing.ModeFor(g.node, g.model, g.uuid)
+			}
+			want := map[string]api.GPUMode{"GPU-a": api.ModeMPS, "GPU-b": api.ModeTimeSliced, "GPU-c": api.ModeTimeSliced, "GPU-d": api.ModeMPS, "GPU-e": api.ModeTimeSliced, "GPU-f": api.ModeMPS}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("modes (-want +got):\n%s", d)
+			}
+		}},
+		{name: "sharing: MIG is not served yet", yaml: "version: v1\nsharing:\n  models:\n    A100: mig", wantErr: `sharing.models["A100"]: expected one of time-sliced, mps (MIG is not served by this release), got "mig"`},
+		{name: "sharing: Volcano's spelling is not a mode here", yaml: "version: v1\nsharing:\n  mode: hami-core", wantErr: `sharing.mode: expected one of time-sliced, mps, got "hami-core"`},
+		{name: "sharing: a bad UUID key", yaml: "version: v1\nsharing:\n  gpus:\n    \"GPU a\": mps", wantErr: `sharing.gpus: expected a GPU UUID such as GPU-5a7c… as the key, got "GPU a"`},
+		{name: "sharing: an empty model key", yaml: "version: v1\nsharing:\n  models:\n    \" \": mps", wantErr: `sharing.models: expected a non-empty substring of a GPU model name`},
+		{name: "sharing: unknown rule kind", yaml: "version: v1\nsharing:\n  uuids:\n    GPU-a: mps", wantErr: `unknown field "sharing.uuids"`},
+		{name: "mps: compute mode left alone, other user", yaml: "version: v1\nmps:\n  setComputeMode: false\n  clientUID: 1000", check: func(t *testing.T, c Config) {
+			if c.MPS.ComputeModeEnabled() || c.MPS.UID() != 1000 {
+				t.Errorf("mps = %+v", c.MPS)
+			}
+		}},
+		{name: "mps: relative control command", yaml: "version: v1\nmps:\n  controlCommand: bin/mps-control", wantErr: `mps.controlCommand: expected a command name found in PATH or an absolute path, got "bin/mps-control"`},
+		{name: "mps: probe too often", yaml: "version: v1\nmps:\n  probeInterval: 10ms", wantErr: "mps.probeInterval: expected 1s to 10m, got 10ms"},
+		{name: "mps: negative user", yaml: "version: v1\nmps:\n  clientUID: -1", wantErr: "mps.clientUID: expected a user ID"},
 		{name: "unknown top-level key", yaml: "version: v1\nmaxshares: 3", wantErr: `unknown field "maxshares"`},
 		{name: "unknown nested key", yaml: "version: v1\nhealth:\n  ignoreXIDs: [1]", wantErr: `unknown field "health.ignoreXIDs"`},
 		{name: "wrong type", yaml: "version: v1\nmaxShares: many", wantErr: "maxShares"},

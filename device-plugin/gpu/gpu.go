@@ -206,6 +206,30 @@ func (l *nvmlLib) Probe(uuid string) error {
 	return nil
 }
 
+// SetExclusive sets the compute mode of GPU uuid to EXCLUSIVE_PROCESS (only
+// one process, the MPS server, may open a context) or back to DEFAULT.
+func (l *nvmlLib) SetExclusive(uuid string, exclusive bool) error {
+	mode, name := nvml.COMPUTEMODE_DEFAULT, "DEFAULT"
+	if exclusive {
+		mode, name = nvml.COMPUTEMODE_EXCLUSIVE_PROCESS, "EXCLUSIVE_PROCESS"
+	}
+	h, ret := l.lib.DeviceGetHandleByUUID(uuid)
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("GPU %s: handle: %v", uuid, ret)
+	}
+	if cur, ret := h.GetComputeMode(); ret == nvml.SUCCESS && cur == mode {
+		return nil
+	}
+	switch ret := h.SetComputeMode(mode); ret {
+	case nvml.SUCCESS:
+		return nil
+	case nvml.ERROR_NO_PERMISSION:
+		return fmt.Errorf("GPU %s: setting compute mode %s: %v (the device plugin needs root on the host for it)", uuid, name, ret)
+	default:
+		return fmt.Errorf("GPU %s: setting compute mode %s: %v", uuid, name, ret)
+	}
+}
+
 // handles returns the NVML handle of each device, nil for a device that
 // failed discovery or whose handle NVML does not give now.
 func (l *nvmlLib) handles(devs []Device) []nvml.Device {

@@ -54,6 +54,7 @@ type Tracker struct {
 	counts   Counts
 	lastNVML time.Time // last NVML call that answered
 	beats    map[string]time.Time
+	services map[string]map[string]ServiceFailure // UUID → service → failure (service.go)
 }
 
 // Counts are the tracker's counters, for metrics.
@@ -67,7 +68,8 @@ type Counts struct {
 // discovery failed is unhealthy, pinned when its memory is unknown.
 func NewTracker(devs []gpu.Device, o Options, kept map[string]Unhealthy, now time.Time) *Tracker {
 	t := &Tracker{ignored: map[uint64]bool{}, quiet: o.QuietPeriod, bad: map[string]Unhealthy{},
-		probedOK: map[string]time.Time{}, counts: Counts{ProbeFailures: map[string]uint64{}}, beats: map[string]time.Time{}}
+		probedOK: map[string]time.Time{}, counts: Counts{ProbeFailures: map[string]uint64{}}, beats: map[string]time.Time{},
+		services: map[string]map[string]ServiceFailure{}}
 	for _, x := range o.IgnoredXIDs {
 		t.ignored[x] = true
 	}
@@ -172,27 +174,48 @@ func (t *Tracker) Tick(now time.Time) []string {
 	return out
 }
 
-// Healthy reports a GPU's health.
+// Healthy reports a GPU's health: no Xid or failed probe holds it and
+// none of its services fails.
 func (t *Tracker) Healthy(uuid string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	_, bad := t.bad[uuid]
-	return !bad
+	return !bad && len(t.services[uuid]) == 0
 }
 
-// Unhealthy lists the unhealthy GPUs, sorted.
+// Unhealthy lists the unhealthy GPUs (services included), sorted.
 func (t *Tracker) Unhealthy() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]string, 0, len(t.bad))
+	out := make([]string, 0, len(t.bad)+len(t.services))
 	for u := range t.bad {
 		out = append(out, u)
+	}
+	for u := range t.services {
+		if _, bad := t.bad[u]; !bad {
+			out = append(out, u)
+		}
 	}
 	sort.Strings(out)
 	return out
 }
 
-// States returns a copy of the unhealthy GPUs' states.
+// Reasons says why each unhealthy GPU is unhealthy (services included).
+func (t *Tracker) Reasons() map[string][]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string][]string{}
+	for u, s := range t.bad {
+		out[u] = append(out[u], s.Reason)
+	}
+	for u := range t.services {
+		out[u] = append(out[u], t.serviceReasonsLocked(u)...)
+	}
+	return out
+}
+
+// States returns a copy of the unhealthy GPUs' kept states (Xids and
+// probes; services are not kept).
 func (t *Tracker) States() map[string]Unhealthy {
 	t.mu.Lock()
 	defer t.mu.Unlock()

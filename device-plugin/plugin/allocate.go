@@ -149,10 +149,14 @@ func (p *Plugin) allocateLocked(ids []string, known match.Known) (*pluginapi.Con
 	if err != nil {
 		return nil, rec, false, fmt.Errorf("pod %s/%s: %w", rec.Namespace, rec.Name, err)
 	}
+	threads, err := p.mpsShare(rec)
+	if err != nil {
+		return nil, rec, false, fmt.Errorf("pod %s/%s: %w", rec.Namespace, rec.Name, err)
+	}
 	cfg, err := p.opts.Limiter(LimiterInput{
 		PodUID: rec.PodUID, Namespace: rec.Namespace, Name: rec.Name, Container: rec.Container,
 		Policy: rec.ComputePolicy, SharedDir: p.opts.Config.Limiter.SharedDir, Devices: rec.Devices,
-		ContextMiB: p.contextMiB(rec.Devices),
+		ContextMiB: p.contextMiB(rec.Devices), MPSThreadPercent: threads,
 	})
 	if err != nil {
 		return nil, rec, false, fmt.Errorf("limiter config for pod %s/%s container %s: %w", rec.Namespace, rec.Name, rec.Container, err)
@@ -160,7 +164,10 @@ func (p *Plugin) allocateLocked(ids []string, known match.Known) (*pluginapi.Con
 	if _, err := p.store.Write(rec, cfg); err != nil {
 		return nil, rec, false, fmt.Errorf("writing the limiter config of pod %s/%s container %s: %w", rec.Namespace, rec.Name, rec.Container, err)
 	}
-	resp, err := p.response(rec, paths)
+	if threads > 0 {
+		p.holdMPS(rec.Devices[0].UUID, threads)
+	}
+	resp, err := p.response(rec, paths, threads)
 	if err != nil {
 		return nil, rec, false, fmt.Errorf("pod %s/%s container %s: %w", rec.Namespace, rec.Name, rec.Container, err)
 	}

@@ -15,6 +15,9 @@ type LimiterInput struct {
 	// ContextMiB is what one CUDA context takes on each GPU, by UUID
 	// (limiter.contextMiB for its model); absent: not counted.
 	ContextMiB map[string]uint32
+	// MPSThreadPercent: 0 on time-sliced GPUs; on an MPS GPU the
+	// container's active-thread percentage (its cores).
+	MPSThreadPercent uint32
 }
 
 // LimiterEncoder renders the limiter config file (tests plug in a
@@ -23,15 +26,20 @@ type LimiterEncoder func(LimiterInput) ([]byte, error)
 
 // EncodeLimiter renders the binary config through api.LimiterConfig. A
 // share of 0 cores means the container asked for no compute share: the
-// limiter gets 100% (no compute limit) on that GPU.
+// limiter gets 100% (no compute limit) on that GPU. On an MPS GPU the SM
+// partition bounds compute: libvcuda gets no launch throttle (policy none,
+// 100%) and the MPS percentage instead; it still caps memory.
 func EncodeLimiter(in LimiterInput) ([]byte, error) {
 	c := api.LimiterConfig{
 		Policy: in.Policy, PodUID: in.PodUID, PodNamespace: in.Namespace, PodName: in.Name,
-		ContainerName: in.Container, SharedDir: in.SharedDir,
+		ContainerName: in.Container, SharedDir: in.SharedDir, MPSThreadPercent: in.MPSThreadPercent,
+	}
+	if in.MPSThreadPercent > 0 {
+		c.Policy = api.ComputeNone
 	}
 	for _, d := range in.Devices {
 		cores := uint32(d.Cores)
-		if cores == 0 {
+		if cores == 0 || in.MPSThreadPercent > 0 {
 			cores = 100
 		}
 		ctx := in.ContextMiB[d.UUID]

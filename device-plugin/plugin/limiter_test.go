@@ -89,3 +89,29 @@ func TestEncodeLimiterContextMiB(t *testing.T) {
 		})
 	}
 }
+
+// On an MPS GPU the SM partition bounds compute: no launch throttle, the MPS
+// percentage instead, the memory cap as before.
+func TestEncodeLimiterMPS(t *testing.T) {
+	in := LimiterInput{
+		PodUID: "3f1c0000-0000-0000-0000-000000000001", Namespace: "ns", Name: "p1", Container: "main",
+		Policy: api.ComputeFixed, SharedDir: "/var/run/vcuda", MPSThreadPercent: 30,
+		Devices: []api.DeviceShare{{UUID: "GPU-5a7c0f2e-1d2b-4c3a-9e8f-0123456789ab", MemoryMiB: 4096, Cores: 30}},
+	}
+	b, err := EncodeLimiter(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := api.DecodeLimiterConfig(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &api.LimiterConfig{
+		Policy: api.ComputeNone, PodUID: in.PodUID, PodNamespace: "ns", PodName: "p1", ContainerName: "main", SharedDir: "/var/run/vcuda",
+		MPSThreadPercent: 30,
+		Devices:          []api.LimiterDevice{{UUID: in.Devices[0].UUID, MemoryLimitBytes: 4096 << 20, CorePercent: 100}},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("decoded (-want +got):\n%s", d)
+	}
+}

@@ -29,6 +29,7 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/match"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/memguard"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/metrics"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/mps"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/podresources"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/preloadhook"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/replica"
@@ -92,7 +93,8 @@ type Plugin struct {
 	hamiPending  bool          // deviceshare's handshake awaits an answer
 	devChanged   chan struct{} // closed when device health changes
 	server       *dpserver.Server
-	podChanged   chan struct{} // closed when the pod cache changes
+	podChanged   chan struct{}   // closed when the pod cache changes
+	mpsSup       *mps.Supervisor // the MPS GPUs' daemons (nil: none, or not started yet)
 }
 
 var _ dpserver.Service = (*Plugin)(nil)
@@ -164,9 +166,15 @@ func (p *Plugin) Inventory() api.Inventory {
 		inv.GPUs = append(inv.GPUs, api.GPU{
 			Index: d.Index, UUID: d.UUID, Model: d.Model, MemoryMiB: d.MemoryMiB,
 			Healthy: p.health.Healthy(d.UUID), NUMA: d.NUMA, MaxShares: p.opts.MaxShares,
+			Mode: p.mode(d),
 		})
 	}
 	return inv
+}
+
+// mode is how d is shared (the config's sharing rules for this node).
+func (p *Plugin) mode(d gpu.Device) api.GPUMode {
+	return p.opts.Config.Sharing.ModeFor(p.opts.Node, d.Model, d.UUID)
 }
 
 // Devices implements dpserver.Service.

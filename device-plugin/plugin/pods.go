@@ -15,11 +15,15 @@ type podEntry struct {
 	assignment api.Assignment // valid when match.Err == nil
 	policy     api.ComputePolicy
 	policyErr  error
+	// users: the user each GPU container runs as, where the pod says
+	// (runAsUser of the container, else of the pod).
+	users map[string]int64
 }
 
 // toEntry converts a pod; ok is false for pods that request no vgpu-number.
 func toEntry(pod *corev1.Pod, resource corev1.ResourceName, node string) (*podEntry, bool) {
 	mp := &match.Pod{UID: string(pod.UID), Namespace: pod.Namespace, Name: pod.Name}
+	users := map[string]int64{}
 	add := func(c *corev1.Container, init bool) {
 		n := requested(c, resource)
 		if n <= 0 {
@@ -27,6 +31,9 @@ func toEntry(pod *corev1.Pod, resource corev1.ResourceName, node string) (*podEn
 		}
 		restartable := init && c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
 		mp.Containers = append(mp.Containers, match.Container{Name: c.Name, Init: init, Restartable: restartable, Count: n})
+		if uid := runAsUser(pod, c); uid != nil {
+			users[c.Name] = *uid
+		}
 	}
 	for i := range pod.Spec.InitContainers {
 		add(&pod.Spec.InitContainers[i], true)
@@ -37,7 +44,7 @@ func toEntry(pod *corev1.Pod, resource corev1.ResourceName, node string) (*podEn
 	if len(mp.Containers) == 0 {
 		return nil, false
 	}
-	e := &podEntry{match: mp}
+	e := &podEntry{match: mp, users: users}
 	if v, ok := pod.Annotations[api.ComputePolicyKey]; ok {
 		e.policy, e.policyErr = api.ParseComputePolicy(api.ComputePolicyKey, v)
 	}
@@ -73,6 +80,17 @@ func toEntry(pod *corev1.Pod, resource corev1.ResourceName, node string) (*podEn
 	}
 	e.assignment = a
 	return e, true
+}
+
+// runAsUser is the user c runs as where the pod says (nil: the image's).
+func runAsUser(pod *corev1.Pod, c *corev1.Container) *int64 {
+	if c.SecurityContext != nil && c.SecurityContext.RunAsUser != nil {
+		return c.SecurityContext.RunAsUser
+	}
+	if pod.Spec.SecurityContext != nil {
+		return pod.Spec.SecurityContext.RunAsUser
+	}
+	return nil
 }
 
 func kind(init bool) string {

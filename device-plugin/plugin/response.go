@@ -31,7 +31,10 @@ const (
 // image's preload is kept, the container's own limiter device whose hook
 // writes its preload file) and sets NVIDIA_VISIBLE_DEVICES=void, env mode
 // names them in NVIDIA_VISIBLE_DEVICES.
-func (p *Plugin) response(rec containerdir.Record, paths containerdir.Paths) (*pluginapi.ContainerAllocateResponse, error) {
+//
+// A container on an MPS GPU (mpsThreads > 0) also gets its GPU's MPS pipe
+// directory, the MPS shared memory and the MPS variables (addMPS).
+func (p *Plugin) response(rec containerdir.Record, paths containerdir.Paths, mpsThreads uint32) (*pluginapi.ContainerAllocateResponse, error) {
 	l, c := p.opts.Config.Limiter, p.opts.Config.CDI
 	r := &pluginapi.ContainerAllocateResponse{
 		Envs: map[string]string{
@@ -52,6 +55,9 @@ func (p *Plugin) response(rec containerdir.Record, paths containerdir.Paths) (*p
 			return nil, err
 		}
 		r.Mounts = append(r.Mounts, &pluginapi.Mount{ContainerPath: PreloadMountPath, HostPath: paths.Preload, ReadOnly: true})
+	}
+	if mpsThreads > 0 {
+		p.addMPS(r, rec, mpsThreads)
 	}
 	if !c.On() {
 		return r, nil

@@ -40,7 +40,7 @@ func (p *Plugin) Run(ctx context.Context, restart <-chan struct{}) error {
 	if err := p.startInformers(ctx); err != nil {
 		return err
 	}
-	errs := make(chan error, 4)
+	errs := make(chan error, 8)
 	goRun := func(name string, fn func() error) {
 		wg.Add(1)
 		go func() {
@@ -74,6 +74,7 @@ func (p *Plugin) Run(ctx context.Context, restart <-chan struct{}) error {
 		}
 		goRun("compute controller", func() error { return r.Run(ctx) })
 	}
+	goRun("mps", func() error { return p.runMPS(ctx) })
 	if guard, stop := p.memoryGuard(ctx); guard != nil {
 		defer stop()
 		goRun("memory guard", func() error { return guard.Run(ctx) })
@@ -110,6 +111,9 @@ func (p *Plugin) tenancies() ([]compute.Tenancy, error) {
 				continue
 			}
 			for i, d := range rec.Devices {
+				if p.isMPS(d.UUID) {
+					continue // the SM partition bounds it, not the controller
+				}
 				share := float64(d.Cores) / 100
 				if d.Cores == 0 {
 					share = 1 // no share asked: best effort

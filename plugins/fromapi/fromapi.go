@@ -48,9 +48,7 @@ func FromInventory(name string, inv api.Inventory) *placement.Node {
 		n.GPUs[i] = placement.GPU{
 			Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryMiB: g.MemoryMiB,
 			Healthy: g.Healthy, NUMA: g.NUMA, MaxShares: g.MaxShares,
-			// The inventory publishes no mode yet: every GPU the device
-			// plugin serves is time-sliced.
-			Mode: api.ModeTimeSliced,
+			Mode: g.SharingMode(), // absent: time-sliced
 		}
 	}
 	if len(inv.GPUs) <= placement.MaxGPUs {

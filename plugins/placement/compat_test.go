@@ -2,6 +2,7 @@ package placement_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -41,6 +42,14 @@ func TestFitVolcanoAnnotations(t *testing.T) {
 			req: pt.Req().GPUs(1, 1024, 10).Mode(api.ModeMIG).Obj(), wantCodes: []placement.Code{placement.CodeTooFewInMode}, wantErr: placement.ErrMode},
 		{name: "mps on a node of time-sliced GPUs stays pending", node: eight().Obj(),
 			req: pt.Req().GPUs(1, 1024, 10).Mode(api.ModeMPS).Obj(), wantCodes: []placement.Code{placement.CodeTooFewInMode}, wantErr: placement.ErrMode},
+		{name: "mps lands only on an MPS GPU", node: pt.Node("n1").GPUs(2, a100, mib).Mode(api.ModeMPS, 1).Use(0, 1024, 10).Obj(), // binpack would prefer GPU 0
+			req: pt.Req().GPUs(1, 1024, 10).Mode(api.ModeMPS).Obj(), want: [][]int{{1}}},
+		{name: "no mode asked, 2 GPUs: never MPS GPUs (one GPU per MPS container)", node: pt.Node("n1").GPUs(4, a100, mib).Mode(api.ModeMPS, 0, 1).Obj(),
+			req: pt.Req().GPUs(2, 1024, 10).Obj(), want: [][]int{{2, 3}}},
+		{name: "no mode asked, 2 GPUs, only MPS GPUs: pending", node: pt.Node("n1").GPUs(2, a100, mib).Mode(api.ModeMPS, 0, 1).Obj(),
+			req: pt.Req().GPUs(2, 1024, 10).Obj(), wantCodes: []placement.Code{placement.CodeMPSOneGPU}, wantErr: placement.ErrMode},
+		{name: "whole GPU, no mode, on an MPS GPU", node: pt.Node("n1").GPUs(1, a100, mib).Mode(api.ModeMPS, 0).Obj(),
+			req: pt.Req().GPUs(1, 1024, 100).Obj(), want: [][]int{{0}}},
 		{name: "2 MIG GPUs asked, 2 in mode: placed", node: mixedModes().Obj(),
 			req: pt.Req().GPUs(2, 1024, 10).Mode(api.ModeMIG).Obj(), want: [][]int{{2, 3}}},
 		{name: "3 MIG GPUs asked, 2 in mode", node: mixedModes().Obj(),
@@ -118,6 +127,14 @@ func TestVolcanoAnnotationReasons(t *testing.T) {
 				`container "c0": volcano.sh/vgpu-mode: hami-core: needs 2 GPUs in time-sliced (hami-core) mode, 1 on this node`,
 			},
 			wantShort: []string{`container "c0": volcano.sh/vgpu-mode: hami-core: fewer than 2 GPUs in time-sliced (hami-core) mode on this node`}},
+		{name: "2 GPUs per container on MPS GPUs", node: pt.Node("n1").GPUs(2, "A100-80GB", mib).Mode(api.ModeMPS, 0, 1).Obj(),
+			req: pt.Req().GPUs(2, 1024, 10).Obj(),
+			want: []string{
+				`GPU-n1-0 (A100-80GB): in mps mode, which serves one GPU per container; container "c0" asks 2`,
+				`GPU-n1-1 (A100-80GB): in mps mode, which serves one GPU per container; container "c0" asks 2`,
+				`container "c0": fewer than 2 GPUs outside mps mode (it serves one GPU per container) (2)`,
+			},
+			wantShort: []string{`container "c0": fewer than 2 GPUs outside mps mode (it serves one GPU per container)`}},
 		{name: "podgroup spread, the only GPU holds a sibling", node: pt.Node("n1").GPUs(1, "A100-80GB", mib).Use(0, 1024, 10).Obj(),
 			req:  pt.Req().GPUs(1, 1024, 10).SpreadGroup().Obj(),
 			gang: &placement.GangView{Placed: map[string]placement.Siblings{"n1": {Tasks: 1, GPUs: []string{"GPU-n1-0"}}}, PlacedTasks: 1},
@@ -158,5 +175,14 @@ func TestNormalizeRefusesAnUnknownMode(t *testing.T) {
 	err := req.Normalize(placement.Defaults{})
 	if !errors.Is(err, placement.ErrUnknownMode) || !errors.Is(err, placement.ErrInvalidRequest) {
 		t.Errorf("Normalize = %v, want ErrInvalidRequest and ErrUnknownMode", err)
+	}
+}
+
+func TestNormalizeRefusesMPSWithSeveralGPUs(t *testing.T) {
+	req := pt.Req().GPUs(2, 1024, 10).Mode(api.ModeMPS).Obj()
+	err := req.Normalize(placement.Defaults{})
+	want := `container "c0": volcano.sh/vgpu-mode: mps serves one GPU per container (an MPS client reaches one GPU's server), the container asks 2: ask for 1 GPU per container, or hami-core`
+	if !errors.Is(err, placement.ErrInvalidRequest) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Normalize = %v, want ErrInvalidRequest with %q", err, want)
 	}
 }

@@ -1,5 +1,7 @@
 package placement
 
+import "github.com/volcano-vgpu/volcano-vgpu/api"
+
 // usage is the part of a GPU that placing a pod changes.
 type usage struct {
 	mem    int64
@@ -150,6 +152,8 @@ func (f *Fitter) check(pos int, c *Container, u *usage) Code {
 		return code
 	}
 	switch {
+	case c.Number > 1 && g.mode() == api.ModeMPS:
+		return CodeMPSOneGPU
 	case f.req.SpreadGroup && f.sib[pos] > 0:
 		return CodeGroupShared
 	case u.excl > 0:
@@ -203,7 +207,7 @@ func (f *Fitter) place(ci int, u []usage, init bool) bool {
 // explain records why container c does not fit: a reason per GPU, then the
 // node-level summaries.
 func (f *Fitter) explain(c *Container, u []usage) {
-	var inMode, matching, usable, fitting, nExcl, nShared, nFull, nGroup int
+	var inMode, matching, usable, fitting, nExcl, nShared, nFull, nGroup, nMPS int
 	memBest, coreBest := -1, -1
 	for pos := range f.node.GPUs {
 		g := &f.node.GPUs[pos]
@@ -225,6 +229,9 @@ func (f *Fitter) explain(c *Container, u []usage) {
 		switch code {
 		case CodeModeMismatch:
 			r.Mode = g.mode()
+		case CodeMPSOneGPU:
+			r.Want = int64(c.Number)
+			nMPS++
 		case CodeGroupShared:
 			nGroup++
 		case CodeExclusiveHeld:
@@ -286,7 +293,7 @@ func (f *Fitter) explain(c *Container, u []usage) {
 	for _, k := range [...]struct {
 		code Code
 		n    int
-	}{{CodeGroupShared, nGroup}, {CodeShared, nShared}, {CodeExclusiveHeld, nExcl}, {CodeSharesFull, nFull}} {
+	}{{CodeGroupShared, nGroup}, {CodeShared, nShared}, {CodeExclusiveHeld, nExcl}, {CodeSharesFull, nFull}, {CodeMPSOneGPU, nMPS}} {
 		if k.n > 0 {
 			f.reasons = append(f.reasons, Reason{Code: k.code, Container: c.Name, Have: int64(k.n), Count: n})
 		}

@@ -65,6 +65,9 @@ const (
 	// The GPU holds a task of the same job and Request.SpreadGroup is set
 	// (node level: Have = such GPUs).
 	CodeGroupShared
+	// GPU level: an MPS GPU, and the container asks for more than one GPU
+	// (an MPS client reaches one GPU's server).
+	CodeMPSOneGPU
 )
 
 var codeErrs = [...]error{
@@ -88,6 +91,7 @@ var codeErrs = [...]error{
 	CodeModeMismatch:   ErrMode,
 	CodeTooFewInMode:   ErrMode,
 	CodeGroupShared:    ErrGroupShared,
+	CodeMPSOneGPU:      ErrMode,
 }
 
 // Reason is one typed, human-readable cause of a failed Fit. Fit returns the
@@ -162,6 +166,8 @@ func (r Reason) gpuText() string {
 		return "excluded by the UUID filter"
 	case CodeModeMismatch:
 		return fmt.Sprintf("in %s mode, not the one %s asks", r.Mode, api.VolcanoModeKey)
+	case CodeMPSOneGPU:
+		return fmt.Sprintf("in %s mode, which serves one GPU per container; %s asks %d", api.ModeMPS, r.asker(), r.Want)
 	case CodeGroupShared:
 		return fmt.Sprintf("holds another pod of its PodGroup (%s: %s)", api.VolcanoPodGroupPolicyKey, api.VolcanoPodGroupSpread)
 	case CodeExclusiveHeld:
@@ -264,6 +270,8 @@ func (r Reason) nodeBody() string {
 		return fmt.Sprintf("%s: needs %s in %s mode, %d on this node", spelled, plural(r.Want, "GPU"), r.Mode, r.Have)
 	case CodeGroupShared:
 		return fmt.Sprintf("%s free of other pods of its PodGroup (%s: %s)", gpus, api.VolcanoPodGroupPolicyKey, api.VolcanoPodGroupSpread) + countText(r.Have)
+	case CodeMPSOneGPU:
+		return fmt.Sprintf("%s outside %s mode (it serves one GPU per container)", gpus, api.ModeMPS) + countText(r.Have)
 	case CodeUnhealthy, CodeTypeFiltered, CodeUUIDFiltered, CodeModeMismatch:
 		return r.gpuText()
 	}

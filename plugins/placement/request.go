@@ -172,6 +172,8 @@ func (r *Request) validate() error {
 			return fmt.Errorf("%w: container %q: negative memory %d MiB", ErrInvalidRequest, c.Name, c.MemoryMiB)
 		case c.Restartable && !c.Init:
 			return fmt.Errorf("%w: container %q: only an init container can be restartable (a sidecar)", ErrInvalidRequest, c.Name)
+		case r.Mode == api.ModeMPS && c.Number > 1:
+			return fmt.Errorf("%w: container %q: %s: mps serves one GPU per container (an MPS client reaches one GPU's server), the container asks %d: ask for 1 GPU per container, or hami-core", ErrInvalidRequest, c.Name, api.VolcanoModeKey, c.Number)
 		}
 	}
 	if r.DevicePolicy != "" {

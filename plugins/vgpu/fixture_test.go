@@ -68,6 +68,14 @@ func newGPUNode(name, model string, n int, memMiB int64) *gpuNode {
 	return g
 }
 
+// mode publishes the GPUs at positions in mode m.
+func (g *gpuNode) mode(m api.GPUMode, positions ...int) *gpuNode {
+	for _, i := range positions {
+		g.inv.GPUs[i].Mode = m
+	}
+	return g
+}
+
 // nvlinkPairs links (0,1)(2,3)… with 4 NVLinks each.
 func (g *gpuNode) nvlinkPairs() *gpuNode {
 	for i := 0; i+1 < len(g.inv.GPUs); i += 2 {

@@ -1,5 +1,6 @@
 /* fake_globals.c - every global of the fake driver and fake NVML (one copy per library). */
 #include "fake.h"
+#include "fake_mps.h"
 
 struct fk_globals fk = {
 	.once = PTHREAD_ONCE_INIT,
@@ -12,3 +13,5 @@ struct fk_globals fk = {
 };
 
 __thread struct fk_ctx *fk_cur;
+
+struct fk_mps_globals fkm = { .once = PTHREAD_ONCE_INIT };

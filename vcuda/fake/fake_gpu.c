@@ -14,6 +14,7 @@
 
 #include "../include/vcuda_config.h"
 #include "fake.h"
+#include "fake_mps.h"
 
 uint64_t fk_now(void)
 {
@@ -232,7 +233,8 @@ int fk_mem_take(int dev, uint64_t size)
 	struct fk_state *s = fk.dev[dev].st;
 	int ok;
 	fk_lock(s);
-	ok = s->used + size <= s->total;
+	ok = s->used + size <= s->total &&
+	     fk_mps_mem_ok(dev, pid_slot(&fk.dev[dev], fk.pid)->mem + size); /* fake_mps.c */
 	if (ok) {
 		s->used += size;
 		if (s->used > s->peak)
@@ -302,6 +304,10 @@ void fk_enqueue(int dev, uint64_t dur)
 	struct fk_dev *d = &fk.dev[dev];
 	struct fk_state *s = d->st;
 	int pid = fk.pid;
+	if (fk_mps_on()) { /* an MPS client: its own lane (fake_mps.c) */
+		fk_mps_launch(dev, dur);
+		return;
+	}
 	for (;;) {
 		fk_lock(s);
 		uint64_t now = fk_now();

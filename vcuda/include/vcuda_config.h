@@ -47,7 +47,10 @@ struct vcuda_config {
 	uint32_t size;         /* sizeof(struct vcuda_config) */
 	uint32_t policy;       /* enum vcuda_policy */
 	uint32_t device_count; /* 1..VCUDA_MAX_DEVICES */
-	uint32_t reserved;     /* 0 */
+	/* 0: the GPUs are time-sliced. 1..100: the container's GPU is in MPS mode; libvcuda sets
+	 * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE to it (a process may lower it, never raise it) and
+	 * CUDA_MPS_PINNED_DEVICE_MEM_LIMIT from memory_limit. */
+	uint32_t mps_thread_percent;
 	char pod_uid[VCUDA_NAME_LEN];
 	char pod_namespace[VCUDA_NAME_LEN];
 	char pod_name[VCUDA_POD_NAME_LEN];
@@ -64,6 +67,7 @@ _Static_assert(offsetof(struct vcuda_config_device, memory_limit) == 64, "memory
 _Static_assert(offsetof(struct vcuda_config_device, core_percent) == 72, "core_percent at 72");
 _Static_assert(offsetof(struct vcuda_config_device, context_mib) == 76, "context_mib at 76");
 _Static_assert(offsetof(struct vcuda_config, policy) == 12, "policy at 12");
+_Static_assert(offsetof(struct vcuda_config, mps_thread_percent) == 20, "mps_thread_percent at 20");
 _Static_assert(offsetof(struct vcuda_config, pod_uid) == 24, "pod_uid at 24");
 _Static_assert(offsetof(struct vcuda_config, pod_namespace) == 88, "pod_namespace at 88");
 _Static_assert(offsetof(struct vcuda_config, pod_name) == 152, "pod_name at 152");
@@ -190,7 +194,7 @@ static inline int vcuda_config_validate(const struct vcuda_config *c, char *err,
 			 VCUDA_MAX_DEVICES);
 		return -1;
 	}
-	if (c->reserved || c->reserved_tail) {
+	if (c->reserved_tail) {
 		snprintf(err, errlen, "reserved: want 0");
 		return -1;
 	}
@@ -204,6 +208,11 @@ static inline int vcuda_config_validate(const struct vcuda_config *c, char *err,
 		return -1;
 	if (c->shared_dir[0] != '/') {
 		snprintf(err, errlen, "shared_dir: got %.64s, want an absolute path", c->shared_dir);
+		return -1;
+	}
+	if (c->mps_thread_percent > 100) {
+		snprintf(err, errlen, "mps_thread_percent: got %u, want 0 (not MPS) or 1..100",
+			 c->mps_thread_percent);
 		return -1;
 	}
 	for (uint32_t i = 0; i < VCUDA_MAX_DEVICES; i++) {

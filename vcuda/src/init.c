@@ -135,6 +135,7 @@ static void init_once(void)
 		__atomic_store_n(&vcg.state, 2, __ATOMIC_RELEASE);
 		return;
 	}
+	vc_mps_apply();
 	const char *dbg = getenv("VCUDA_DEBUG");
 	vcg.debug = dbg && strcmp(dbg, "1") == 0;
 	vc_control_attach();

@@ -146,6 +146,7 @@ VC_EXPORT CUresult cuInit(unsigned int flags)
 	CUresult rc = vc_enter();
 	if (rc != CUDA_SUCCESS)
 		return rc;
+	vc_mps_apply(); /* again: the process may have edited its environment since */
 	rc = REAL(cuInit)(flags);
 	return rc == CUDA_SUCCESS ? vc_cuda_map() : rc;
 }

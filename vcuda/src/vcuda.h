@@ -193,6 +193,8 @@ uint64_t vc_now(void) VC_HIDDEN;
 void vc_sleep_ns(uint64_t ns) VC_HIDDEN;
 void vc_say_once(int which, const char *fmt, ...) VC_HIDDEN __attribute__((format(printf, 2, 3)));
 void vc_start_sampler(void) VC_HIDDEN;
+/* MPS mode: sets CUDA_MPS_* from the config before the driver reads them (mps.c). */
+void vc_mps_apply(void) VC_HIDDEN;
 
 static inline CUresult vc_enter(void)
 {

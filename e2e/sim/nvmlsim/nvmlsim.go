@@ -34,6 +34,8 @@ type Sim struct {
 	// per GPU (by position): lost answers ERROR_GPU_IS_LOST to every call,
 	// remapPending reports a row remapping that waits for a GPU reset
 	lost, remapPending []bool
+	// computeMode of each GPU (DEFAULT at start)
+	computeMode []nvml.ComputeMode
 	// waitErr, when not SUCCESS, is what every event set's Wait returns
 	waitErr nvml.Return
 }
@@ -42,7 +44,8 @@ var _ nvml.Interface = (*Sim)(nil)
 
 // New builds the simulated NVML of node.
 func New(node simconfig.Node) *Sim {
-	s := &Sim{node: node, lost: make([]bool, len(node.GPUs)), remapPending: make([]bool, len(node.GPUs)), waitErr: nvml.SUCCESS}
+	s := &Sim{node: node, lost: make([]bool, len(node.GPUs)), remapPending: make([]bool, len(node.GPUs)), waitErr: nvml.SUCCESS,
+		computeMode: make([]nvml.ComputeMode, len(node.GPUs))}
 	for i := range node.GPUs {
 		s.devices = append(s.devices, s.newDevice(i))
 	}
@@ -190,6 +193,26 @@ func (s *Sim) newDevice(i int) *mock.Device {
 		es.register(d, types)
 		return nvml.SUCCESS
 	}
+	d.GetComputeModeFunc = func() (nvml.ComputeMode, nvml.Return) {
+		if s.isLost(i) {
+			return 0, nvml.ERROR_GPU_IS_LOST
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.computeMode[i], nvml.SUCCESS
+	}
+	d.SetComputeModeFunc = func(m nvml.ComputeMode) nvml.Return {
+		switch {
+		case s.isLost(i):
+			return nvml.ERROR_GPU_IS_LOST
+		case m != nvml.COMPUTEMODE_DEFAULT && m != nvml.COMPUTEMODE_EXCLUSIVE_PROCESS && m != nvml.COMPUTEMODE_PROHIBITED:
+			return nvml.ERROR_INVALID_ARGUMENT
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.computeMode[i] = m
+		return nvml.SUCCESS
+	}
 	// No row remapping failure is simulated; a pending one is (InjectRemapPending).
 	d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
 		if s.isLost(i) {
@@ -200,6 +223,17 @@ func (s *Sim) newDevice(i int) *mock.Device {
 		return 0, 0, s.remapPending[i], false, nvml.SUCCESS
 	}
 	return d
+}
+
+// ComputeMode is the compute mode of GPU uuid (DEFAULT for an unknown one).
+func (s *Sim) ComputeMode(uuid string) nvml.ComputeMode {
+	i := s.index(uuid)
+	if i < 0 {
+		return nvml.COMPUTEMODE_DEFAULT
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.computeMode[i]
 }
 
 func (s *Sim) deviceIndex(d nvml.Device) int {

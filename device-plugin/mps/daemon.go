@@ -1,0 +1,167 @@
+// Package mps runs NVIDIA MPS for the node's MPS GPUs: one control daemon
+// per GPU (its own pipe and log directories under the plugin's state dir, so
+// that a fault on one GPU's server touches no other GPU), adopted when the
+// plugin restarts (running clients keep their server), probed by a control
+// command round trip, its log watched for fatal client faults. A GPU whose
+// daemon does not answer, or whose server reported a fatal fault, is
+// unhealthy with the reason (Report) until a fresh server answers.
+//
+// Users: an MPS server serves one user; a client of another user waits until
+// that server exits (NVIDIA's daemon "pushes it to the pending list"), so two
+// users on one GPU stall each other. Each daemon therefore runs its server
+// for one configured user (Supervisor.UID, started up front), Allocate
+// refuses containers whose pod says they run as another user, and a client
+// of another user that got through anyway (an image's own USER) shows as a
+// "pending" line in the daemon's log, which the supervisor reports.
+package mps
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Env names the MPS variables the daemon and its clients read.
+const (
+	EnvPipeDir       = "CUDA_MPS_PIPE_DIRECTORY"
+	EnvLogDir        = "CUDA_MPS_LOG_DIRECTORY"
+	EnvVisible       = "CUDA_VISIBLE_DEVICES"
+	ControlLog       = "control.log"
+	dirPipe, dirLogs = "pipe", "log"
+)
+
+// ErrNoAnswer is wrapped when the control daemon does not answer.
+var ErrNoAnswer = errors.New("MPS control daemon does not answer")
+
+// ErrFault is wrapped when a server of the GPU reported a fatal fault.
+var ErrFault = errors.New("MPS server reported a fatal fault")
+
+// Daemon is the MPS control daemon of one GPU.
+type Daemon struct {
+	UUID string
+	// Dir is the GPU's own directory (Root(stateDir)/<UUID>).
+	Dir string
+	// Command is nvidia-cuda-mps-control (name in PATH or absolute path).
+	Command string
+	// Timeout bounds one control command.
+	Timeout time.Duration
+}
+
+// Root is where the daemons of a plugin whose state dir is stateDir live.
+func Root(stateDir string) string { return filepath.Join(stateDir, "mps") }
+
+// New is the daemon of GPU uuid under root.
+func New(root, uuid, command string, timeout time.Duration) *Daemon {
+	return &Daemon{UUID: uuid, Dir: filepath.Join(root, uuid), Command: command, Timeout: timeout}
+}
+
+// PipeDir is the daemon's pipe directory: clients connect here
+// (CUDA_MPS_PIPE_DIRECTORY in the container).
+func (d *Daemon) PipeDir() string { return filepath.Join(d.Dir, dirPipe) }
+
+// LogDir holds control.log and server.log.
+func (d *Daemon) LogDir() string { return filepath.Join(d.Dir, dirLogs) }
+
+func (d *Daemon) env() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CUDA_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, EnvVisible+"="+d.UUID, EnvPipeDir+"="+d.PipeDir(), EnvLogDir+"="+d.LogDir())
+}
+
+// Control sends one command line to the daemon and returns its answer.
+func (d *Daemon) Control(ctx context.Context, line string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, d.Command)
+	cmd.Env = d.env()
+	cmd.Stdin = strings.NewReader(line + "\n")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%w: GPU %s: %q: %v: %s", ErrNoAnswer, d.UUID, line, err, strings.TrimSpace(out.String()))
+	}
+	return out.String(), nil
+}
+
+// Server is one MPS server of the daemon.
+type Server struct {
+	PID    int
+	Status string // ACTIVE, FAULT, or what the daemon said
+}
+
+// Servers lists the daemon's servers with their status.
+func (d *Daemon) Servers(ctx context.Context) ([]Server, error) {
+	out, err := d.Control(ctx, "get_server_list")
+	if err != nil {
+		return nil, err
+	}
+	var servers []Server
+	for _, f := range strings.Fields(out) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("%w: GPU %s: get_server_list answered %q", ErrNoAnswer, d.UUID, strings.TrimSpace(out))
+		}
+		st, err := d.Control(ctx, "get_server_status "+f)
+		if err != nil {
+			return nil, err
+		}
+		servers = append(servers, Server{PID: pid, Status: strings.TrimSpace(st)})
+	}
+	return servers, nil
+}
+
+// Start runs the daemon unless one answers in its pipe directory already
+// (adopted: a restarted plugin keeps the running clients' server).
+func (d *Daemon) Start(ctx context.Context) (adopted bool, err error) {
+	if _, err := d.Control(ctx, "get_server_list"); err == nil {
+		return true, nil
+	}
+	for _, dir := range []string{d.PipeDir(), d.LogDir()} {
+		// 0755: clients of the configured user connect through the pipe dir
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return false, fmt.Errorf("MPS directory of GPU %s: %w", d.UUID, err)
+		}
+	}
+	startCtx, cancel := context.WithTimeout(ctx, d.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(startCtx, d.Command, "-d")
+	cmd.Env = d.env()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return false, fmt.Errorf("starting the MPS control daemon of GPU %s (%s -d): %v: %s", d.UUID, d.Command, err, strings.TrimSpace(string(out)))
+	}
+	if _, err := d.Control(ctx, "get_server_list"); err != nil {
+		return false, fmt.Errorf("the MPS control daemon of GPU %s started but does not answer: %w", d.UUID, err)
+	}
+	return false, nil
+}
+
+// StartServer starts the server for uid (the daemon answers with its pid).
+func (d *Daemon) StartServer(ctx context.Context, uid int64) (int, error) {
+	out, err := d.Control(ctx, fmt.Sprintf("start_server -uid %d", uid))
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil {
+		return 0, fmt.Errorf("start_server -uid %d on GPU %s: %s", uid, d.UUID, strings.TrimSpace(out))
+	}
+	return pid, nil
+}
+
+// Stop asks the daemon to quit (its servers exit when their clients do).
+func (d *Daemon) Stop(ctx context.Context) error {
+	_, err := d.Control(ctx, "quit")
+	return err
+}
