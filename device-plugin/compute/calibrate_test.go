@@ -3,6 +3,9 @@ package compute
 import (
 	"math"
 	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -198,5 +201,24 @@ func TestHistoryReport(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// growingDevice answers GetProcessUtilization as go-nvml does when samples
+// arrive between its count query and its read: it slices past its buffer.
+type growingDevice struct{ nvml.Device }
+
+func (growingDevice) GetProcessUtilization(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+	buf := make([]nvml.ProcessUtilizationSample, 3)
+	n := 6
+	return buf[:n], nvml.ERROR_INSUFFICIENT_SIZE
+}
+
+func TestProcessesSurviveSamplesArrivingBetweenCalls(t *testing.T) {
+	s := &NVMLSource{handles: map[string]nvml.Device{"GPU-1": growingDevice{}}, last: map[string]uint64{},
+		procs: map[string]*procCursor{}}
+	got, err := s.Processes("GPU-1", 1e9, time.Now())
+	if err != nil || got != nil {
+		t.Errorf("Processes = %v, %v; want nothing and no error (ask again next poll)", got, err)
 	}
 }
