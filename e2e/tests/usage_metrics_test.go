@@ -3,25 +3,19 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math"
-	"net/http"
-	"regexp"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/cluster"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/containeremu"
 )
-
-var seriesLine = regexp.MustCompile(`^(volcano_vgpu_[a-z_]+)\{(.*)\} (\S+)$`)
 
 // containerSeries scrapes node's device plugin and returns, by series name,
 // the value of each volcano_vgpu series whose labels name pod.
@@ -30,31 +24,7 @@ func containerSeries(ctx context.Context, node, pod string) (map[string]float64,
 	if idx < 0 {
 		return nil, fmt.Errorf("no simulated node %q", node)
 	}
-	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", shared.cl.Config.Ports.DevicePluginMetricsOffset+idx)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		m := seriesLine.FindStringSubmatch(sc.Text())
-		if m == nil || !strings.Contains(m[2], `pod="`+pod+`"`) {
-			continue
-		}
-		v, err := strconv.ParseFloat(m[3], 64)
-		if err != nil {
-			return nil, err
-		}
-		out[m[1]] = v
-	}
-	return out, sc.Err()
+	return cluster.PodSeries(ctx, fmt.Sprintf("http://127.0.0.1:%d/metrics", shared.cl.Config.Ports.DevicePluginMetricsOffset+idx), pod, "")
 }
 
 // TestUsageMetrics: while a 30% container's workload holds 2048 MiB and

@@ -146,6 +146,7 @@ void fk_enqueue(int dev, uint64_t dur);
 void fk_sync(int dev);
 uint64_t fk_busy_locked(struct fk_state *s, int slot, uint64_t t);
 int fk_slot_locked(struct fk_state *s, int pid, uint64_t pidns);
+void fk_shared_mutex_init(pthread_mutex_t *m);
 uint64_t fk_pidns_of(const char *proc_pid_dir);
 int fk_cur_dev(void);
 

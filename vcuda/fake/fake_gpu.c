@@ -47,6 +47,17 @@ static uint64_t env_u64(const char *name, uint64_t def)
 	return v && *v ? strtoull(v, NULL, 10) : def;
 }
 
+/* A robust, process-shared mutex in a state file: a holder that dies leaves it usable. */
+void fk_shared_mutex_init(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t a;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+}
+
 struct fk_state *fk_map(const char *uuid, uint64_t total, int create)
 {
 	char path[640];
@@ -71,12 +82,7 @@ struct fk_state *fk_map(const char *uuid, uint64_t total, int create)
 		snprintf(s->uuid, sizeof(s->uuid), "%s", uuid);
 		s->total = total;
 		s->size = sizeof(*s);
-		pthread_mutexattr_t a;
-		pthread_mutexattr_init(&a);
-		pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-		pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-		pthread_mutex_init(&s->lock, &a);
-		pthread_mutexattr_destroy(&a);
+		fk_shared_mutex_init(&s->lock);
 		__atomic_store_n(&s->magic, FK_MAGIC, __ATOMIC_RELEASE);
 	}
 out:

@@ -85,12 +85,7 @@ static struct fk_mps_state *map_state(const char *uuid)
 	if (s != MAP_FAILED && s->magic != FK_MPS_MAGIC) {
 		memset(s, 0, sizeof(*s));
 		s->size = sizeof(*s);
-		pthread_mutexattr_t a;
-		pthread_mutexattr_init(&a);
-		pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-		pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-		pthread_mutex_init(&s->lock, &a);
-		pthread_mutexattr_destroy(&a);
+		fk_shared_mutex_init(&s->lock);
 		__atomic_store_n(&s->magic, FK_MPS_MAGIC, __ATOMIC_RELEASE);
 	}
 out:
