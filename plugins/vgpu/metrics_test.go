@@ -48,6 +48,7 @@ func metricsSession(t *testing.T) (*handSession, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
 	shared := NewShared(func() time.Time { return testNow })
 	shared.ExportMetrics(reg)
+	shared.metrics.sampleMask = 0 // time every predicate call
 	nodes := []*corev1.Node{
 		newGPUNode("pairs", "A100-40GB", 4, 40960).nvlinkPairs().obj(t),
 		newGPUNode("free", "A100-40GB", 4, 40960).nvlinkPairs().obj(t),
@@ -181,5 +182,31 @@ func TestSeriesList(t *testing.T) {
 	}
 	if want, err := os.ReadFile(path); err != nil || string(want) != text {
 		t.Errorf("%s differs from what the scheduler plugin exports (%v); -update-series rewrites it:\nexported:\n%s", path, err, text)
+	}
+}
+
+// TestPredicateSampled: by default about one predicate call in 16 is timed
+// (1600 calls: 100 expected; the bounds are over 6 standard deviations out).
+func TestPredicateSampled(t *testing.T) {
+	h, reg := metricsSession(t)
+	h.plugin.shared.metrics.sampleMask = predicateSample - 1
+	node := h.nodes["free"]
+	for range 1600 {
+		_ = h.plugin.predicate(h.tasks["two"], node)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var timed uint64
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			if f.GetName() == "volcano_vgpu_scheduler_hook_duration_seconds" && m.GetLabel()[0].GetValue() == "predicate" {
+				timed = m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	if timed < 40 || timed > 180 {
+		t.Errorf("%d of 1600 predicate calls timed, want about 100", timed)
 	}
 }

@@ -51,7 +51,7 @@ func (p *plugin) prePredicate(task *schedapi.TaskInfo) error {
 // predicate: the node has GPUs that fit every container of the task. Volcano
 // calls it from several goroutines at once; it only reads session state.
 func (p *plugin) predicate(task *schedapi.TaskInfo, node *schedapi.NodeInfo) error {
-	if m := p.shared.metrics; m != nil {
+	if m := p.shared.metrics; m != nil && m.samplePredicate() {
 		defer m.observe(hookPredicate, time.Now())
 	}
 	r := p.parsed(task)
