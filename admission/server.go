@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,15 +20,16 @@ import (
 // any path it is mounted on, counting each answer in m (nil: not counted).
 func Handler(o Options, m *Metrics) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer m.observe(time.Now())
 		body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
 		if err != nil {
-			m.count(ResultError)
+			m.fail(ErrorReadBody)
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		var review admissionv1.AdmissionReview
 		if err := json.Unmarshal(body, &review); err != nil || review.Request == nil {
-			m.count(ResultError)
+			m.fail(ErrorNotReview)
 			http.Error(w, fmt.Sprintf("expected an admission.k8s.io/v1 AdmissionReview: %v", err), http.StatusBadRequest)
 			return
 		}
@@ -35,11 +37,15 @@ func Handler(o Options, m *Metrics) http.Handler {
 		review.Request = nil
 		out, err := json.Marshal(review)
 		if err != nil {
-			m.count(ResultError)
+			m.fail(ErrorResponseEncode)
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		m.count(result(review.Response))
+		if kind := errorKind(review.Response); kind != "" {
+			m.fail(kind)
+		} else {
+			m.count(result(review.Response))
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(out)
 	})

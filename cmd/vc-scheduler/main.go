@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	_ "go.uber.org/automaxprocs"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -33,7 +34,11 @@ import (
 
 func main() {
 	klog.InitFlags(nil)
-	framework.RegisterPluginBuilder(vgpu.PluginName, vgpu.NewBuilder(vgpu.NewShared(time.Now)))
+	shared := vgpu.NewShared(time.Now)
+	// Volcano registers its own series on the default registerer and serves
+	// it at /metrics (--enable-metrics): ours go beside them.
+	shared.ExportMetrics(prometheus.DefaultRegisterer)
+	framework.RegisterPluginBuilder(vgpu.PluginName, vgpu.NewBuilder(shared))
 
 	fs := pflag.CommandLine
 	logFlushFreq := fs.Duration("log-flush-frequency", 5*time.Second, "Maximum number of seconds between log flushes")

@@ -149,3 +149,33 @@ func (f *Fitter) gangGain(pos int) int64 {
 	}
 	return gain
 }
+
+// BestLinked reports whether devs, the n >= 2 GPUs of one container placed on
+// node, have as their weakest pair as many NVLinks as the best n healthy GPUs
+// of node that req admits, usage aside: the container got the node's
+// best-linked set (whether others held it or not). It is false for fewer than
+// two GPUs, or GPUs not on node. For the scheduler's placement metrics: it is
+// not on the predicate path.
+func (f *Fitter) BestLinked(req *Request, node *Node, devs []Device) bool {
+	if len(devs) < 2 {
+		return false
+	}
+	f.prepare(req, node, nil)
+	f.ensureLinks()
+	g := len(node.GPUs)
+	var pos [MaxGPUs]int
+	for i, d := range devs {
+		if pos[i] = node.pos(d.UUID, d.Pos); pos[i] < 0 {
+			return false
+		}
+	}
+	weakest := int64(-1)
+	for i := range devs {
+		for j := i + 1; j < len(devs); j++ {
+			if v := int64(f.nv[pos[i]*g+pos[j]]); weakest < 0 || v < weakest {
+				weakest = v
+			}
+		}
+	}
+	return weakest >= f.bestMinNV(len(devs))
+}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	schedapi "volcano.sh/volcano/pkg/scheduler/api"
 
@@ -96,7 +97,7 @@ func BenchmarkPredicateScore(b *testing.B) {
 // not fit: the cost of building Volcano's fit error.
 func BenchmarkPredicateRefused(b *testing.B) {
 	nodes, pods := benchCluster(b, 1)
-	h := newHandSession(b, nil, DefaultArgs(), nodes, append(pods, gpuPod("ns", "big", "big", 1, 204800, 10)))
+	h := newHandSession(b, meteredShared(), DefaultArgs(), nodes, append(pods, gpuPod("ns", "big", "big", 1, 204800, 10)))
 	task, node := h.tasks["big"], h.nodeList()[0]
 	b.ReportAllocs()
 	for b.Loop() {
@@ -165,7 +166,7 @@ func BenchmarkPlaceTask(b *testing.B) {
 				names = append(names, name)
 				pods = append(pods, gpuPod("ns", name, tc.group(i), 1, 20000, 25))
 			}
-			h := newHandSession(b, nil, DefaultArgs(), nodes, pods)
+			h := newHandSession(b, meteredShared(), DefaultArgs(), nodes, pods)
 			list := h.nodeList()
 			fit := make([]*schedapi.NodeInfo, 0, len(list))
 			b.ReportAllocs()
@@ -197,4 +198,12 @@ func BenchmarkPlaceTask(b *testing.B) {
 			}
 		})
 	}
+}
+
+// meteredShared is the cross-session state with metrics exported, as
+// vc-scheduler runs it.
+func meteredShared() *Shared {
+	s := NewShared(func() time.Time { return testNow })
+	s.ExportMetrics(prometheus.NewRegistry())
+	return s
 }

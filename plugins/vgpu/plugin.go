@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
 	schedapi "volcano.sh/volcano/pkg/scheduler/api"
 	"volcano.sh/volcano/pkg/scheduler/framework"
@@ -38,6 +39,7 @@ type Shared struct {
 	Now      func() time.Time
 	Inflight *Inflight
 	cache    *decodeCache
+	metrics  *Metrics // nil: none exported
 
 	mu       sync.Mutex
 	lastGood *Args // the arguments of the last session that had valid ones
@@ -46,6 +48,13 @@ type Shared struct {
 // NewShared returns the cross-session state.
 func NewShared(now func() time.Time) *Shared {
 	return &Shared{Now: now, Inflight: NewInflight(now, 5*time.Minute), cache: newDecodeCache()}
+}
+
+// ExportMetrics registers the plugin's metrics on reg (vc-scheduler: the
+// default registerer, where Volcano's own series are). Call it before the
+// scheduler starts.
+func (s *Shared) ExportMetrics(reg prometheus.Registerer) {
+	s.metrics = NewMetrics(reg)
 }
 
 // NewBuilder returns Volcano's plugin builder bound to shared.
@@ -119,6 +128,9 @@ func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 		})
 		return
 	}
+	if m := p.shared.metrics; m != nil {
+		defer m.observe(hookSessionOpen, time.Now())
+	}
 	start := p.shared.Now()
 	p.log = klog.Background().WithName(PluginName).WithValues("session", ssn.UID)
 	p.ssn = ssn
@@ -140,8 +152,12 @@ func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 }
 
 func (p *plugin) OnSessionClose(ssn *framework.Session) {
+	if m := p.shared.metrics; m != nil {
+		defer m.observe(hookSessionClose, time.Now())
+	}
 	if p.ssn != nil {
 		p.explainRefusals(ssn)
+		p.shared.metrics.setStranded(p.nodes)
 	}
 	p.closest.Clear()
 	p.shared.cache.sweep()

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/klog/v2"
 	schedapi "volcano.sh/volcano/pkg/scheduler/api"
@@ -31,12 +32,16 @@ func (p *plugin) refuseAll(task *schedapi.TaskInfo, node *schedapi.NodeInfo) err
 	if req, _, _ := requestOf(task.Pod, &p.args); req == nil {
 		return nil
 	}
+	p.shared.metrics.refusedFor(reasonInvalidArguments)
 	return unschedulable(task, node, schedapi.UnschedulableAndUnresolvable, "vgpu plugin arguments are invalid (see the scheduler log)")
 }
 
 // prePredicate refuses a malformed vGPU request once per task, before any
 // node is tried.
 func (p *plugin) prePredicate(task *schedapi.TaskInfo) error {
+	if m := p.shared.metrics; m != nil {
+		defer m.observe(hookPrePredicate, time.Now())
+	}
 	if _, err := p.request(task); err != nil {
 		return fmt.Errorf("invalid vGPU request: %w", err)
 	}
@@ -46,8 +51,12 @@ func (p *plugin) prePredicate(task *schedapi.TaskInfo) error {
 // predicate: the node has GPUs that fit every container of the task. Volcano
 // calls it from several goroutines at once; it only reads session state.
 func (p *plugin) predicate(task *schedapi.TaskInfo, node *schedapi.NodeInfo) error {
+	if m := p.shared.metrics; m != nil && m.samplePredicate() {
+		defer m.observe(hookPredicate, time.Now())
+	}
 	r := p.parsed(task)
 	if r.err != nil {
+		p.shared.metrics.code(placement.CodeInvalidRequest)
 		return unschedulable(task, node, schedapi.UnschedulableAndUnresolvable, "invalid vGPU request: "+r.err.Error())
 	}
 	if r.req == nil {
@@ -56,8 +65,10 @@ func (p *plugin) predicate(task *schedapi.TaskInfo, node *schedapi.NodeInfo) err
 	nf, ok := p.fits[node.Name]
 	if !ok {
 		if err := p.nodeErr[node.Name]; err != nil {
+			p.shared.metrics.refusedFor(reasonMalformedInventory)
 			return unschedulable(task, node, schedapi.UnschedulableAndUnresolvable, "node GPU inventory is malformed (check the vgpu-device-plugin on it)")
 		}
+		p.shared.metrics.refusedFor(reasonNoInventory)
 		return unschedulable(task, node, schedapi.UnschedulableAndUnresolvable, "node has no vGPU inventory (no vgpu-device-plugin)")
 	}
 	// The gang steers only the choice of GPUs, which the predicate does not
@@ -76,6 +87,7 @@ func (p *plugin) predicate(task *schedapi.TaskInfo, node *schedapi.NodeInfo) err
 // (rendering the per-GPU reasons too was most of the cost of a refusal), and
 // remembers the refusal nearest to fitting for the task's message.
 func (p *plugin) refuse(task *schedapi.TaskInfo, node *schedapi.NodeInfo, reasons []placement.Reason) error {
+	p.shared.metrics.refused(reasons)
 	texts := make([]string, 0, 4)
 	code := schedapi.UnschedulableAndUnresolvable
 	for _, r := range reasons {
@@ -202,6 +214,9 @@ func (p *plugin) reasonText(r placement.Reason) string {
 // function because the gang view (where the task's siblings are, what of its
 // job is still pending) is taken once per task, not once per node.
 func (p *plugin) batchNodeOrder(task *schedapi.TaskInfo, nodes []*schedapi.NodeInfo) (map[string]float64, error) {
+	if m := p.shared.metrics; m != nil {
+		defer m.observe(hookNodeOrder, time.Now())
+	}
 	r := p.parsed(task)
 	if r.err != nil || r.req == nil {
 		return nil, nil
@@ -227,6 +242,9 @@ func (p *plugin) batchNodeOrder(task *schedapi.TaskInfo, nodes []*schedapi.NodeI
 // A failure sets event.Err, so Volcano rolls the allocation back instead of
 // binding a GPU pod that carries no assignment.
 func (p *plugin) allocate(event *framework.Event) {
+	if m := p.shared.metrics; m != nil {
+		defer m.observe(hookAllocate, time.Now())
+	}
 	task := event.Task
 	defer p.gangEvent(task)
 	if pl, ok := p.evicted[task.UID]; ok {
@@ -275,6 +293,7 @@ func (p *plugin) allocate(event *framework.Event) {
 		return
 	}
 	p.booked[task.UID] = pl
+	p.countMultiGPU(r.req, n, pl)
 	p.log.V(4).Info("Placed task", "pod", klog.KObj(task.Pod), "node", task.NodeName, "gpus", pl.UUIDs())
 }
 
@@ -282,6 +301,9 @@ func (p *plugin) allocate(event *framework.Event) {
 // the GPUs of a task being evicted, remembering them in case the eviction is
 // undone.
 func (p *plugin) deallocate(event *framework.Event) {
+	if m := p.shared.metrics; m != nil {
+		defer m.observe(hookDeallocate, time.Now())
+	}
 	task := event.Task
 	defer p.gangEvent(task)
 	pl, ok := p.booked[task.UID]
@@ -299,4 +321,25 @@ func (p *plugin) deallocate(event *framework.Event) {
 		p.evicted[task.UID] = pl
 	}
 	p.log.V(4).Info("Released task", "pod", klog.KObj(task.Pod), "node", pl.Node)
+}
+
+// countMultiGPU counts each container of pl holding two or more GPUs by
+// whether it got its node's best-linked set (usage aside: node may already
+// hold pl).
+func (p *plugin) countMultiGPU(req *placement.Request, node *placement.Node, pl placement.Placement) {
+	m := p.shared.metrics
+	if m == nil {
+		return
+	}
+	var f *placement.Fitter
+	for _, c := range pl.Containers {
+		if len(c.Devices) < 2 {
+			continue
+		}
+		if f == nil {
+			f = p.fitter()
+			defer p.fitters.Put(f)
+		}
+		m.placedMultiGPU(f.BestLinked(req, node, c.Devices))
+	}
 }
