@@ -18,7 +18,15 @@ type Tenant struct {
 type Report struct {
 	Launched uint64
 	Waits    uint64
+	// Latest is the counter at the newest reading (Launched is read at the
+	// edge of a device window, which arrives late). A launch is counted
+	// before it waits, so Latest above the allowance means the tenant is
+	// held right now. 0: not known (Launched stands in).
+	Latest uint64
 }
+
+// latest is the newest reading of the tenant's counter.
+func (r Report) latest() uint64 { return max(r.Latest, r.Launched) }
 
 // TenantInput is one tenant's claim and report for a period.
 type TenantInput struct {
@@ -136,7 +144,12 @@ func (g *GPU) Step(in Input) []Decision {
 		var x uint64
 		switch {
 		case !st.seen:
-			st.allowance = t.Launched
+			// what it launched before the first decision (libvcuda's boot
+			// launches) is spent: the allowance starts from its newest
+			// reading, not from the late window's edge (that left a lone 10%
+			// tenant in debt it never paid off at its rate: starved, simulated
+			// and fake driver)
+			st.allowance = t.latest()
 		case t.Launched >= st.lastLaunched:
 			x = t.Launched - st.lastLaunched
 			// An honest limiter never launches past its allowance by more than
@@ -156,7 +169,7 @@ func (g *GPU) Step(in Input) []Decision {
 			if st.unlimited {
 				x = st.lastCharge
 			}
-			st.allowance = t.Launched
+			st.allowance = t.latest()
 			st.rewinds++
 			st.rewoundAt = g.period
 		}
@@ -235,7 +248,9 @@ func (g *GPU) Step(in Input) []Decision {
 			a = tenantBusy * units[t.Key] * k[t.Key] / sum
 		}
 		st.measured += 0.3 * (a/P - st.measured)
-		throttled := t.Waits != st.lastWaits
+		// held back: a launch waited since, or one waits now (counted before
+		// it waits, so the newest reading is past what was allowed)
+		throttled := t.Waits != st.lastWaits || t.latest() > st.allowance
 		st.lastWaits, st.lastLaunched = t.Waits, t.Launched
 		d := Decision{Key: t.Key, Share: shares[t.Key], Measured: a / P, Cost: k[t.Key],
 			Calibrated: calibrated[t.Key], Rewinds: st.rewinds, Units: units[t.Key]}
@@ -323,8 +338,8 @@ func (g *GPU) decide(t TenantInput, st *tenantState, in Input, P, a, k, share fl
 	if st.unlimited {
 		c.Mode = api.ControlUnlimited
 		st.rate, st.integ = 0, 0
-		st.allowance = t.Launched
-		c.Allowance = t.Launched
+		st.allowance = t.latest()
+		c.Allowance = st.allowance
 		if k > 0 {
 			c.Fallback = max(share, 0.01) / k
 		}
@@ -336,7 +351,7 @@ func (g *GPU) decide(t TenantInput, st *tenantState, in Input, P, a, k, share fl
 			st.boot *= 2
 		}
 		st.rate = 0
-		st.allowance = t.Launched + st.boot
+		st.allowance = t.latest() + st.boot
 		c.Allowance = st.allowance
 		return c
 	}

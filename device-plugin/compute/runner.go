@@ -39,6 +39,14 @@ type history struct {
 	passed, passedAt uint64
 }
 
+// latest is the newest reading of the counter (0 before any).
+func (h *history) latest() uint64 {
+	if n := len(h.v); n > 0 {
+		return h.v[n-1]
+	}
+	return 0
+}
+
 // report is the counter at a window's edge x for the controller: never less
 // than what it was last given, unless the counter itself went backwards
 // since (then the step back is the controller's to see and charge).
@@ -260,7 +268,7 @@ func (r *Runner) Tick(ctx context.Context) {
 		for _, t := range list {
 			// the work launched by the end of the window, read at its edge
 			h := r.hist[t.UsagePath+"#"+strconv.Itoa(t.Index)]
-			rep := Report{Launched: h.report(w.EndNs, now), Waits: h.waits}
+			rep := Report{Launched: h.report(w.EndNs, now), Waits: h.waits, Latest: h.latest()}
 			in.Tenants = append(in.Tenants, TenantInput{Tenant: t.Tenant, Report: rep})
 			kept = append(kept, t)
 		}

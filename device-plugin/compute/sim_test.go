@@ -81,6 +81,7 @@ type simGPU struct {
 	lastDev    time.Duration // end of the last device sample returned
 	lastProc   time.Duration // end of the last per-process sample round returned
 	noise      int           // ± points of a per-process sample
+	delay      time.Duration // device samples arrive this late
 }
 
 const simStep = 10 * time.Microsecond
@@ -154,23 +155,29 @@ func sumBuckets(b []time.Duration, from, to time.Duration) time.Duration {
 	return s
 }
 
-// Busy: device samples every 100 ms, whole percent, each returned once.
+// Busy: device samples every 100 ms, whole percent, returned once. With a
+// delay (late samples) each also averages the last 1/6 s, longer than the
+// spacing, as a real driver's do; without, it covers its own 100 ms.
 func (g *simGPU) Busy(_ string, mono uint64, _ time.Time) (Window, bool, error) {
 	const period = 100 * time.Millisecond
-	end := g.now / period * period
-	if end <= g.lastDev || g.lastDev == 0 && end < period {
-		if g.lastDev == 0 && end >= period {
+	avg := period
+	if g.delay > 0 {
+		avg = 166667 * time.Microsecond
+	}
+	end := (g.now - g.delay) / period * period
+	if g.lastDev == 0 {
+		if end >= period {
 			g.lastDev = end
 		}
 		return Window{}, false, nil
 	}
-	if g.lastDev == 0 {
-		g.lastDev = end
+	if end <= g.lastDev {
 		return Window{}, false, nil
 	}
 	var busy float64
 	for t := g.lastDev; t < end; t += period {
-		pct := math.Round(100 * float64(sumBuckets(g.busy, t, t+period)) / float64(period))
+		from := t + period - avg
+		pct := math.Round(100 * float64(sumBuckets(g.busy, from, t+period)) / float64(avg))
 		busy += min(pct, 100) / 100 * float64(period)
 	}
 	w := Window{StartNs: uint64(g.lastDev), EndNs: uint64(end), BusyNs: busy}
@@ -222,7 +229,7 @@ func simNoise(pid uint32, t time.Duration, n int) int {
 func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]float64, Observation) {
 	t.Helper()
 	dir := t.TempDir()
-	g := &simGPU{cur: -1, slice: opts.slice, switchCost: opts.switchCost, noise: opts.noise}
+	g := &simGPU{cur: -1, slice: opts.slice, switchCost: opts.switchCost, noise: opts.noise, delay: opts.delay}
 	if g.slice == 0 {
 		g.slice = 2 * time.Millisecond
 	}
@@ -267,7 +274,7 @@ func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]floa
 	r = &Runner{Source: g, Clock: func() uint64 { return uint64(g.now) }, Poll: 20 * time.Millisecond,
 		Observe: func(o Observation) {
 			obs = o
-			if os.Getenv("SIM_TRACE") != "" && g.now%(500*time.Millisecond) < 20*time.Millisecond {
+			if os.Getenv("SIM_TRACE") != "" {
 				var b strings.Builder
 				for _, d := range o.Decisions {
 					fmt.Fprintf(&b, " %s[share %.2f meas %.3f k %.4g cal %v mode %d rate %.4g fb %.4g allow %d units %.0f]", d.Key, d.Share, d.Measured, d.Cost, d.Calibrated, d.Control.Mode, d.Control.Rate, d.Control.Fallback, d.Control.Allowance, d.Units)
@@ -334,6 +341,7 @@ type simOptions struct {
 	noAttribution     bool
 	blindOwners       bool // the owners map no pid (no host pid view)
 	noiseFree         bool // the case runs without per-process noise only
+	delay             time.Duration
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -31,6 +31,10 @@ func TestSimShares(t *testing.T) {
 		{name: "pair 30+60", specs: []simTenant{simT("a", 30, simPlain), simT("b", 60, simPlain)}, want: map[string]float64{"a": 30, "b": 60}},
 		{name: "lone 10", specs: []simTenant{simT("a", 10, simPlain)}, want: map[string]float64{"a": 10}},
 		{name: "lone 90", specs: []simTenant{simT("a", 90, simPlain)}, want: map[string]float64{"a": 90}},
+		// launched freely before the first decision (libvcuda's boot), then
+		// 50 ms late samples: its allowance must start from what it has now
+		{name: "lone 10, late samples", specs: []simTenant{simT("a", 10, simPlain)}, opts: simOptions{delay: 50 * time.Millisecond},
+			want: map[string]float64{"a": 10}},
 		{name: "8x apart 30+60 together", specs: []simTenant{simT("a", 30, simOneWarp), simT("b", 60, simPlain)}, want: map[string]float64{"a": 30, "b": 60}},
 		{name: "8x apart 50+50 together", specs: []simTenant{simT("a", 50, simOneWarp), simT("b", 50, simPlain)}, want: map[string]float64{"a": 50, "b": 50}},
 		{name: "8x apart 60+30 together", specs: []simTenant{simT("a", 60, simOneWarp), simT("b", 30, simPlain)}, want: map[string]float64{"a": 60, "b": 30}},
