@@ -16,6 +16,7 @@
 package health
 
 import (
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -219,11 +220,7 @@ func (t *Tracker) Reasons() map[string][]string {
 func (t *Tracker) States() map[string]Unhealthy {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make(map[string]Unhealthy, len(t.bad))
-	for u, s := range t.bad {
-		out[u] = s
-	}
-	return out
+	return maps.Clone(t.bad)
 }
 
 // Counts returns a copy of the counters.

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -108,11 +109,7 @@ func (s *Stats) add(reason string) {
 func (s *Stats) Counts() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]int, len(s.n))
-	for k, v := range s.n {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(s.n)
 }
 
 // Total is the number of transient failures met.
