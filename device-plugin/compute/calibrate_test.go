@@ -145,6 +145,13 @@ func TestMeasurementFromSamples(t *testing.T) {
 	if len(g.pending) != 1 {
 		t.Errorf("%d samples still pending, want the one the device windows do not cover", len(g.pending))
 	}
+	// the same round without b's sample (its process had none yet): the
+	// device's busy time would leave b's time as foreign, so it is not given
+	g.pending = []ProcessSample{{PID: 100, StartNs: 1e9, EndNs: 2e9, SM: 0.2}, {PID: 999, StartNs: 1e9, EndNs: 2e9, SM: 0.1}}
+	if m := g.measurement(2.1e9, owner, units, []string{"a", "b"}); m.BusyNs != 0 || m.ForeignNs != 100e6 {
+		t.Errorf("b launched and has no sample: busy %v, foreign %v; want 0 (no residual) and 1e8", m.BusyNs, m.ForeignNs)
+	}
+	g.unowned = map[uint32]bool{999: true}
 	// an unowned pid seen for the first time (a container's process that just
 	// ended shows up once) is not foreign load yet
 	g.pending = []ProcessSample{{PID: 777, StartNs: 1e9, EndNs: 2e9, SM: 0.9}}

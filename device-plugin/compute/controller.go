@@ -205,9 +205,28 @@ func (g *GPU) Step(in Input) []Decision {
 	}
 	// Measured costs replace the device-wide ones once one tenant's stands
 	// apart from its device-wide cost by more than the samples' noise (then
-	// for good, and for every tenant measured: one basis for the split).
+	// for good, and for every tenant measured: one basis for the split). While
+	// the device-wide estimate rests on saturated windows only (it counts
+	// queued launches as run) the measured costs are compared with their own
+	// pooled average instead: compared with such an estimate (73 ns per unit
+	// against a true 125), two tenants of one program looked apart, and their
+	// noisy measured costs (200 and 160) split the GPU 24 + 60 for 30 + 60
+	// (fake driver).
+	settled := g.est.settled()
+	var pooledNs, pooledUnits float64
 	for _, key := range keys {
-		g.measured = g.measured || g.tenants[key].cal.apart(k[key])
+		pooledNs += g.tenants[key].cal.ns
+		pooledUnits += g.tenants[key].cal.units
+	}
+	for _, key := range keys {
+		ref := k[key]
+		if !settled {
+			ref = 0
+			if pooledUnits > 0 {
+				ref = pooledNs / pooledUnits
+			}
+		}
+		g.measured = g.measured || g.tenants[key].cal.apart(ref)
 	}
 	calibrated := map[string]bool{}
 	for _, key := range keys {
@@ -240,6 +259,7 @@ func (g *GPU) Step(in Input) []Decision {
 	for i := 1; i < g.saturated && backoff > 0.3; i++ {
 		backoff *= 0.85
 	}
+	level := g.est.level()
 	out := make([]Decision, 0, len(in.Tenants))
 	for _, t := range in.Tenants {
 		st := g.tenants[t.Key]
@@ -254,7 +274,11 @@ func (g *GPU) Step(in Input) []Decision {
 		st.lastWaits, st.lastLaunched = t.Waits, t.Launched
 		d := Decision{Key: t.Key, Share: shares[t.Key], Measured: a / P, Cost: k[t.Key],
 			Calibrated: calibrated[t.Key], Rewinds: st.rewinds, Units: units[t.Key]}
-		d.Control = g.decide(t, st, in, P, a, k[t.Key], d.Share, throttled, backoff)
+		fk := k[t.Key] // the cost at its absolute level, for the fallback rate
+		if !calibrated[t.Key] {
+			fk *= level
+		}
+		d.Control = g.decide(t, st, in, P, a, k[t.Key], fk, d.Share, throttled, backoff)
 		out = append(out, d)
 	}
 	return out
@@ -327,7 +351,7 @@ func (g *GPU) targets(ts []TenantInput, foreign float64) map[string]float64 {
 	return out
 }
 
-func (g *GPU) decide(t TenantInput, st *tenantState, in Input, P, a, k, share float64, throttled bool, backoff float64) api.ControlDevice {
+func (g *GPU) decide(t TenantInput, st *tenantState, in Input, P, a, k, fk, share float64, throttled bool, backoff float64) api.ControlDevice {
 	c := api.ControlDevice{StampNs: in.NowNs, PeriodUs: uint32(P / 1000)}
 	// what the previous decision allowed up to now
 	if in.NowNs > st.stamp {
@@ -340,8 +364,8 @@ func (g *GPU) decide(t TenantInput, st *tenantState, in Input, P, a, k, share fl
 		st.rate, st.integ = 0, 0
 		st.allowance = t.latest()
 		c.Allowance = st.allowance
-		if k > 0 {
-			c.Fallback = max(share, 0.01) / k
+		if fk > 0 {
+			c.Fallback = max(share, 0.01) / fk
 		}
 		return c
 	}
@@ -369,13 +393,14 @@ func (g *GPU) decide(t TenantInput, st *tenantState, in Input, P, a, k, share fl
 	// running, and the rates that held the share then were up to half as
 	// high again as what the share needs once no one corrects them (a 30%
 	// container ran at 41-44% after the controller died at 2.5 s, fake
-	// driver). k is measured (per-process samples) or exact for same-program
-	// tenants, so share/k is the launch rate that takes the share.
+	// driver). fk is measured (per-process samples) or the device-wide
+	// estimate at its absolute level (estimator.level), so share/fk is the
+	// launch rate that takes the share.
 	st.periods++
 	if st.periods <= settlePeriods {
-		st.fallback = share / k
+		st.fallback = share / fk
 	} else {
-		st.fallback += 0.1 * (share/k - st.fallback)
+		st.fallback += 0.1 * (share/fk - st.fallback)
 	}
 	rate *= 1 + dither*sign(t.Key, g.period)
 	st.rate = rate

@@ -72,10 +72,25 @@ func TestEstimatorSoloCost(t *testing.T) {
 	if math.Abs(k["a"]-40e3) > 1e-6 || math.Abs(k["b"]-10e3) > 1e-6 {
 		t.Errorf("costs %v, want a 40000 (alone), b 10000 (the rest)", k)
 	}
-	// a saturated window says nothing about cost
+	// a saturated window says nothing about the ratio of costs
 	e.add(100e6, 100e6, map[string]float64{"b": 1}, nil)
 	if k := e.fit([]string{"a", "b"}); math.Abs(k["b"]-10e3) > 1e-6 {
 		t.Errorf("b's cost moved to %v on a saturated window", k["b"])
+	}
+}
+
+func TestEstimatorLevel(t *testing.T) {
+	e := newEstimator(window)
+	// one program at 10 µs per unit. A saturated window launches 140 ms of
+	// work: 40 ms of it queues and runs in the next window, beside 10 ms of
+	// new launches. That window alone reads 50 µs per unit; all together
+	// are exact.
+	e.add(50e6, 100e6, map[string]float64{"a": 5000}, nil)
+	e.add(100e6, 100e6, map[string]float64{"a": 14000}, nil)
+	e.add(50e6, 100e6, map[string]float64{"a": 1000}, nil)
+	k := e.fit([]string{"a"})["a"]
+	if got := k * e.level(); math.Abs(got-10e3) > 1e-6 {
+		t.Errorf("cost %v at level %v = %v, want 10000", k, e.level(), got)
 	}
 }
 

@@ -34,6 +34,7 @@ const (
 	soloWeight  = 0.3  // EWMA weight of a new solo estimate
 	minCost     = 0.05 // of the pooled cost: floor of any tenant's cost
 	minSolo     = 3    // solo windows before a tenant's own cost is trusted (a start is noisy)
+	minSettled  = 5    // unsaturated windows before the device-wide estimate is compared with measured costs
 )
 
 func newEstimator(window int) *estimator {
@@ -73,6 +74,51 @@ func (e *estimator) add(busy, period float64, units map[string]float64, steady m
 		e.solo[only] = k
 		e.soloN[only]++
 	}
+}
+
+// settled says whether the device-wide estimate rests on enough unsaturated
+// windows to be compared with anything: the estimate of saturated windows
+// alone counts queued launches as run (73 ns per unit against a true 125 at
+// the start of a 30+60 pair, fake driver), and measured costs compared with
+// it looked apart when they were not.
+func (e *estimator) settled() bool {
+	n := 0
+	for _, o := range e.obs {
+		if !o.saturated {
+			n++
+		}
+	}
+	return n >= minSettled
+}
+
+// level corrects the absolute level of fit's costs: the pooled cost of all
+// windows over that of the unsaturated ones fit uses. The split needs only
+// the costs' ratios, and unsaturated windows give them best; the fallback
+// rate needs the level, and unsaturated windows are biased there: they are
+// the windows in which a backlog drains, its work read as the cost of their
+// own launches (133-137 ns per unit against a true 125 in a 30 + 60 pair
+// whose loop swung in and out of saturation; after the controller died the
+// pair held 27 + 55, fake driver). Across all windows what was launched and
+// not run yet is bounded by the queue (a launch blocks while it is full),
+// so the pooled cost of all of them is unbiased. 1 when either is unknown.
+func (e *estimator) level() float64 {
+	var busy, units, busyAll, unitsAll float64
+	for _, o := range e.obs {
+		var u float64
+		for _, x := range o.units {
+			u += x
+		}
+		busyAll += o.busy
+		unitsAll += u
+		if !o.saturated {
+			busy += o.busy
+			units += u
+		}
+	}
+	if busy <= 0 || units <= 0 || busyAll <= 0 || unitsAll <= 0 {
+		return 1
+	}
+	return (busyAll / unitsAll) / (busy / units)
 }
 
 // known is a tenant's own cost, once enough solo windows were seen.

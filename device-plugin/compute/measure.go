@@ -128,10 +128,18 @@ func (g *gpuSamples) measurement(now uint64, owner func(pid uint32) (string, boo
 		m.Tenants[key] = t
 	}
 	g.unowned = unowned
-	launched := false
+	// complete: every tenant that launched (or started) in the window has a
+	// sample in it, else the residual would read its GPU time as foreign (a
+	// pair starting together left 26-36% of phantom foreign load from the
+	// first round, fake driver)
+	launched, complete := false, true
 	for _, key := range keys {
-		if u, ok := units(key, lo, hi); ok && u > 0 {
+		u, ok := units(key, lo, hi)
+		if ok && u > 0 {
 			launched = true
+		}
+		if _, has := m.Tenants[key]; (!ok || u > 0) && !has {
+			complete = false
 		}
 	}
 	if len(m.Tenants) == 0 && m.ForeignNs > 0 && launched {
@@ -145,7 +153,7 @@ func (g *gpuSamples) measurement(now uint64, owner func(pid uint32) (string, boo
 	m.SpanNs = float64(hi - lo)
 	// the residual (device busy no sample explains) only from one sampling
 	// round: samples stamped apart each cover part of the processes
-	if b, ok := g.busy(lo, hi); ok && aligned {
+	if b, ok := g.busy(lo, hi); ok && aligned && complete {
 		m.BusyNs = b
 	}
 	return m

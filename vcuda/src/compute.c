@@ -95,14 +95,16 @@ CUresult vc_admit_slow(int idx, uint64_t c)
 				raise_refilled(rd, allowed);
 				return CUDA_SUCCESS;
 			}
+			/* wait for it: never for the local credit, which runs at the local rate
+			 * (a lone 10% container ran the whole GPU on it while the node allowed
+			 * 10%, fake driver) */
 			double w = nv.rate > 0 ? (double)(c - allowed) / nv.rate : 1e6;
 			wait = w < 20000 ? 20000 : w > 20e6 ? 20000000 : (uint64_t)w;
 		} else if (mode == VC_MODE_UNLIMITED ||
 			   (node == VC_NODE_NEVER && vcg.dev[idx].core >= 100)) {
 			raise_refilled(rd, c);
 			return CUDA_SUCCESS;
-		}
-		if (mode == VC_MODE_BOOT) {
+		} else if (mode == VC_MODE_BOOT) {
 			/* no cost estimate yet: a few launches per sample period, doubling */
 			if (__atomic_fetch_add(&rd->boot_used, 1, __ATOMIC_ACQ_REL) <
 			    __atomic_load_n(&rd->boot_budget, __ATOMIC_ACQUIRE)) {

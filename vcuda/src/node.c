@@ -191,6 +191,12 @@ void vc_node_tick(int idx, uint64_t now)
 	int st = vc_node_state(idx, now, &v);
 	uint32_t want = st == VC_NODE_FRESH ? v.mode : st == VC_NODE_STALE ? 100u : 0u;
 	uint32_t had = __atomic_exchange_n(&dv->node_mode, want, __ATOMIC_ACQ_REL);
+	if (vcg.debug && want != had)
+		fprintf(stderr, "vcuda-debug: dev %d node %d mode %u -> %u (launched %llu refilled %llu "
+			"allowance %llu rate %.5g fallback %.5g)\n", idx, st, had, want,
+			(unsigned long long)vc_launched(idx),
+			(unsigned long long)__atomic_load_n(&vcg.region->dev[idx].refilled, __ATOMIC_RELAXED),
+			(unsigned long long)v.allowance, v.rate, v.fallback);
 	if (want == had) {
 		if (st == VC_NODE_FRESH && v.mode == VCUDA_CONTROL_LIMITED) {
 			/* the local credit never runs ahead of the node's allowance (it may

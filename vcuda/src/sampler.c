@@ -25,6 +25,7 @@
 #define VC_STALE_NS 250000000ull
 #define VC_GAIN 0.25
 #define VC_IDLE_OTHERS 0.005 /* others' share under which the GPU counts as idle */
+#define VC_MIN_PERIOD_NS 10000000ull /* a utilization period shorter than this is left out */
 
 static int elect(struct vc_region_dev *rd, int me, uint64_t now)
 {
@@ -142,8 +143,10 @@ static int device_busy(int idx, uint64_t now, double *u, uint64_t *period_ns)
 			return 0;
 		uint64_t last = ctl->last_ts_us;
 		ctl->last_ts_us = newest;
-		if (!last)
-			return 0; /* the first poll only finds where the samples are */
+		if (!last) { /* the first poll only finds where the samples are */
+			ctl->c_last = vc_launched(idx); /* units from here on, as busy time */
+			return 0;
+		}
 		*u = sum / (100.0 * k);
 		*period_ns = (newest - last) * 1000;
 		return 1;
@@ -155,8 +158,10 @@ static int device_busy(int idx, uint64_t now, double *u, uint64_t *period_ns)
 		return 0;
 	uint64_t last = ctl->last_sample_ns;
 	ctl->last_sample_ns = now;
-	if (!last)
+	if (!last) {
+		ctl->c_last = vc_launched(idx);
 		return 0;
+	}
 	*u = ut.gpu / 100.0;
 	*period_ns = now - last;
 	return 1;
@@ -166,11 +171,18 @@ static void poll_dev(int idx, uint64_t now)
 {
 	double u;
 	uint64_t period;
-	if (device_busy(idx, now, &u, &period) && period > 0) {
-		vcg.region->dev[idx].ctl.period_ns = period;
-		/* others unknown: balance must not burst on a guess */
-		vc_ctl_update(idx, u > 1 ? 1 : u, 1.0, period);
+	/* a period much shorter than the device's sample period (a sample stamped just after
+	 * the last one) says little: its busy time and units are left out together (one such
+	 * read 0.015 ns per unit against a true 125, and the local rate ran the GPU free) */
+	if (!device_busy(idx, now, &u, &period))
+		return;
+	if (period < VC_MIN_PERIOD_NS) {
+		vcg.region->dev[idx].ctl.c_last = vc_launched(idx);
+		return;
 	}
+	vcg.region->dev[idx].ctl.period_ns = period;
+	/* others unknown: balance must not burst on a guess */
+	vc_ctl_update(idx, u > 1 ? 1 : u, 1.0, period);
 }
 
 int vc_local_sampler(int idx)

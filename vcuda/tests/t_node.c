@@ -42,6 +42,9 @@ struct node {
 	double share;        /* what the scripted node allows */
 	uint32_t mode;
 	long beats;          /* heartbeats to send, then fall silent (-1: forever) */
+	long delay_ms;       /* silent this long first (the limiter decides locally meanwhile) */
+	int core;            /* the config's share (0: 30) */
+	char usage[300];     /* the container's vcuda.usage: the allowance starts from its count */
 	int stop; /* atomic */
 	pthread_t th;
 };
@@ -66,7 +69,16 @@ static void *node_main(void *arg)
 {
 	struct node *n = arg;
 	double rate = n->share / NS_PER_UNIT;
+	if (n->delay_ms > 0)
+		nap_ms(n->delay_ms);
 	uint64_t allowance = 0, last = mono_ns();
+	int fd = open(n->usage, O_RDONLY); /* as the node does: from what was launched so far */
+	if (fd >= 0) {
+		struct vcuda_usage u;
+		if (read(fd, &u, sizeof(u)) == (ssize_t)sizeof(u) && u.magic == VCUDA_USAGE_MAGIC)
+			allowance = u.dev[0].launched;
+		close(fd);
+	}
 	for (long i = 0; n->beats < 0 || i < n->beats; i++) {
 		if (__atomic_load_n(&n->stop, __ATOMIC_ACQUIRE))
 			break;
@@ -96,6 +108,7 @@ static int node_start(struct node *n, struct t_container *ct)
 	n->c->size = sizeof(*n->c);
 	n->c->device_count = 1;
 	n->c->magic = VCUDA_CONTROL_MAGIC;
+	snprintf(n->usage, sizeof(n->usage), "%s/%s", ct->dir, VCUDA_USAGE_FILE);
 	return pthread_create(&n->th, NULL, node_main, n) == 0 ? 0 : -1;
 }
 
@@ -114,7 +127,7 @@ static double run(struct t_container *ct, struct node *n, long ms, long measure_
 	char uuid[64], devs[128], cfg[300], dur[32];
 	t_uuid(uuid);
 	t_container(ct, VCUDA_POLICY_FIXED);
-	t_container_dev(ct, uuid, 1024, 30); /* the config's 30% is the local fallback's */
+	t_container_dev(ct, uuid, 1024, n->core ? n->core : 30); /* the config's share is the local fallback's */
 	if (t_container_write(ct) != 0 || node_start(n, ct) != 0)
 		return -1;
 	snprintf(devs, sizeof(devs), "FAKEGPU_DEVICES=%s:81920", uuid);
@@ -194,6 +207,26 @@ void test_node_stale_holds_fallback(void)
 		if (attempt < ATTEMPTS && fabs(got - 40) > 3)
 			continue;
 		CHECK(fabs(got - 40) <= 3, "share %.1f%%, want the fallback 40 +- 3", got);
+		return;
+	}
+}
+
+/* The node answers only after 0.6 s: until then the limiter decides locally, at the config's
+ * 90%, and has a local rate by then. Once the node answers its allowance (10%) rules: a launch
+ * beyond it waits, and never falls back on the local credit (that let a lone 10% container run
+ * the whole GPU beside a node allowing 10%: fake driver, the device plugin's closed loop). */
+void test_node_rules_over_local_rate(void)
+{
+	for (int attempt = 1;; attempt++) {
+		struct t_container ct;
+		struct node n = { .share = 0.10, .mode = VCUDA_CONTROL_LIMITED, .beats = -1,
+				  .delay_ms = 600, .core = 90 };
+		uint64_t launched;
+		double got = run(&ct, &n, 3000, 1500, &launched);
+		t_note("local 90%% for 0.6 s, then the node allows 10%%: %.1f%% over 1.5-3 s", got);
+		if (attempt < ATTEMPTS && fabs(got - 10) > 3)
+			continue;
+		CHECK(fabs(got - 10) <= 3, "share %.1f%%, want the node's 10 +- 3", got);
 		return;
 	}
 }
