@@ -81,6 +81,7 @@ type simGPU struct {
 	lastDev    time.Duration // end of the last device sample returned
 	lastProc   time.Duration // end of the last per-process sample round returned
 	noise      int           // ± points of a per-process sample
+	seed       uint64        // of the noise
 	delay      time.Duration // device samples arrive this late
 }
 
@@ -200,7 +201,7 @@ func (g *simGPU) Processes(_ string, _ uint64, _ time.Time) ([]ProcessSample, er
 			if b == 0 {
 				continue
 			}
-			pct := math.Round(100*float64(b)/float64(period)) + float64(simNoise(tn.pid, t, g.noise))
+			pct := math.Round(100*float64(b)/float64(period)) + float64(simNoise(uint64(tn.pid)^g.seed, t, g.noise))
 			if first {
 				continue
 			}
@@ -212,11 +213,11 @@ func (g *simGPU) Processes(_ string, _ uint64, _ time.Time) ([]ProcessSample, er
 	return out, nil
 }
 
-func simNoise(pid uint32, t time.Duration, n int) int {
+func simNoise(pid uint64, t time.Duration, n int) int {
 	if n == 0 {
 		return 0
 	}
-	x := uint64(pid)<<32 ^ uint64(t/time.Millisecond)
+	x := pid<<32 ^ uint64(t/time.Millisecond)
 	x ^= x >> 33
 	x *= 0xff51afd7ed558ccd
 	x ^= x >> 33
@@ -229,7 +230,7 @@ func simNoise(pid uint32, t time.Duration, n int) int {
 func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]float64, Observation) {
 	t.Helper()
 	dir := t.TempDir()
-	g := &simGPU{cur: -1, slice: opts.slice, switchCost: opts.switchCost, noise: opts.noise, delay: opts.delay}
+	g := &simGPU{cur: -1, slice: opts.slice, switchCost: opts.switchCost, noise: opts.noise, seed: opts.seed, delay: opts.delay}
 	if g.slice == 0 {
 		g.slice = 2 * time.Millisecond
 	}
@@ -337,6 +338,7 @@ func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]floa
 type simOptions struct {
 	slice, switchCost time.Duration
 	noise             int
+	seed              uint64 // of the noise (0: the suite's)
 	stopController    time.Duration
 	noAttribution     bool
 	blindOwners       bool // the owners map no pid (no host pid view)

@@ -1,6 +1,8 @@
 package compute
 
 import (
+	"math"
+	"os"
 	"testing"
 	"time"
 )
@@ -115,5 +117,31 @@ func TestSimShapeOnlyMisses(t *testing.T) {
 	t.Logf("simulated, shape-only costs: %s", simString(got))
 	if d := got["a"] - 30; d < 4 && d > -4 {
 		t.Errorf("shape-only costs held a at %.1f (want it off by more than 3 points): the different-programs cases no longer test the attribution", got["a"])
+	}
+}
+
+// TestSimNoiseSpread (SIM_SPREAD=1): how far a pair lands from its targets
+// across noise seeds, as a run's length grows.
+func TestSimNoiseSpread(t *testing.T) {
+	if os.Getenv("SIM_SPREAD") == "" {
+		t.Skip("SIM_SPREAD=1: an experiment, not a check")
+	}
+	for _, secs := range []float64{20, 30, 40} {
+		var worst, sum float64
+		miss := 0
+		const n = 40
+		for seed := range uint64(n) {
+			specs := []simTenant{simT("a", 30, simElem), simT("b", 60, simGEMM)}
+			for i := range specs {
+				specs[i].secs = secs
+			}
+			got, _ := simulate(t, specs, simOptions{noise: 20, seed: seed*7919 + 1})
+			d := max(math.Abs(got["a"]-30), math.Abs(got["b"]-60))
+			worst, sum = max(worst, d), sum+d
+			if d > 3 {
+				miss++
+			}
+		}
+		t.Logf("%.0f s runs, %d seeds: mean worst-tenant error %.2f, max %.2f, %d over 3 points", secs, n, sum/n, worst, miss)
 	}
 }
