@@ -250,9 +250,13 @@ func (r *Runner) Tick(ctx context.Context) {
 		}
 		in := Input{BusyNs: busy, PeriodNs: period, NowNs: now}
 		if r.Owners != nil {
+			// tenants with a usage report: one that never launched (no
+			// report yet) has no sample to wait for
 			keys := make([]string, 0, len(list))
 			for _, t := range list {
-				keys = append(keys, t.Key)
+				if h := r.hist[t.UsagePath+"#"+strconv.Itoa(t.Index)]; h != nil && len(h.t) > 0 {
+					keys = append(keys, t.Key)
+				}
 			}
 			in.Measurement = gs.measurement(now, r.Owners, r.unitsOf(list), keys)
 			switch m := in.Measurement; {
