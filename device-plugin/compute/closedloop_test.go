@@ -129,6 +129,7 @@ type tenantSpec struct {
 	duty                         float64 // foreign: GPU busy fraction it holds itself to
 	foreign                      bool    // no libvcuda, no container: foreign load
 	rewind                       bool    // something in the container rewinds its launched counter every second
+	queueUs                      int     // the GPU queues this much work before a launch blocks (0: the fake's 20 ms)
 }
 
 type tenantRun struct {
@@ -220,6 +221,9 @@ func (g *fakeGPU) run(ctx context.Context, tr *tenantRun, own *owners) {
 	cmd := exec.CommandContext(ctx, filepath.Join(g.build, "workload"), args...)
 	cmd.Env = append(os.Environ(), g.env...)
 	cmd.Env = append(cmd.Env, "LD_LIBRARY_PATH="+filepath.Join(g.build, "fake"), "ASAN_OPTIONS=verify_asan_link_order=0")
+	if s.queueUs > 0 {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("FAKEGPU_MAX_QUEUE_US=%d", s.queueUs))
+	}
 	if !s.foreign {
 		// Sanitizer builds: their runtime is loaded by the workload, after
 		// the preload (as the C suite runs it).
@@ -439,6 +443,13 @@ func within(t *testing.T, got, want map[string]float64, tol float64) {
 	}
 }
 
+// deep: the GPU queues half a second of the tenant's work before its launch
+// blocks (the fake's default is 20 ms).
+func deep(s tenantSpec) tenantSpec {
+	s.queueUs = 500000
+	return s
+}
+
 func compute(name string, cores int) tenantSpec {
 	return tenantSpec{name: name, cores: cores, grid: 2000, block: 256, secs: 6}
 }
@@ -641,6 +652,25 @@ func TestClosedLoopBalance(t *testing.T) {
 	want := map[string]float64{"a": 48.5, "b": 50} // a: 30 + (98.5 - 80)
 	got := retry(t, func() map[string]float64 {
 		return scenario(t, []tenantSpec{a, compute("b", 50).at(3*time.Second, 6)}, 0)
+	}, func(got map[string]float64) bool { return near(got, want, 3) })
+	within(t, got, want, 3)
+}
+
+// TestClosedLoopDeepQueues (VGPU_DEEP=1, not in the suite yet): the GPU
+// queues half a second of work before a launch blocks, as a real one queues
+// ~1000 launches. An open fault of issue 21: while the queue fills, a
+// tenant's first per-process samples pair its units with GPU time that has
+// not run yet, two tenants of one program are taken for different programs
+// (a 99, b 186 ns per unit, true 125), and their measured costs need seconds
+// to converge: one attempt in two or three misses (a 34-37 or 28 for 30 in 6
+// and 10 s runs, fake driver). The simulation's deep-queue case passes.
+func TestClosedLoopDeepQueues(t *testing.T) {
+	if os.Getenv("VGPU_DEEP") == "" {
+		t.Skip("VGPU_DEEP=1: a known miss of the attribution at start (issue 21), not a check yet")
+	}
+	want := map[string]float64{"a": 30, "b": 60}
+	got := retry(t, func() map[string]float64 {
+		return scenario(t, []tenantSpec{deep(compute("a", 30)).at(0, 10), deep(compute("b", 60)).at(0, 10)}, 0)
 	}, func(got map[string]float64) bool { return near(got, want, 3) })
 	within(t, got, want, 3)
 }

@@ -155,6 +155,20 @@ static int run_all(struct scen *s, int n)
 	return rc;
 }
 
+/* Scenarios on GPUs of their own: together in a plain build, one at a time in a sanitizer
+ * build, whose launchers need several times the CPU (five scenarios of four processes each,
+ * 20 TSan processes on 2 cores, left the 50% ones at 42-45% before and after this session's
+ * limiter changes: the machine, not the limiter). */
+static int run_each(struct scen *s, int n)
+{
+	if (!t_sanitized())
+		return run_all(s, n);
+	for (int i = 0; i < n; i++)
+		if (run_all(&s[i], 1) != 0)
+			return -1;
+	return 0;
+}
+
 /* Real time on a shared machine: a launcher starved of CPU idles its GPU whatever the
  * limiter does. A scenario that misses is measured again, up to ATTEMPTS times in all (each
  * miss is printed with the load average); the last result counts. */
@@ -188,7 +202,7 @@ static void accuracy(int nprocs, const char *blocks)
 			s[i].nprocs = nprocs;
 			s[i].blocks = blocks;
 		}
-		CHECK(run_all(s, 5) == 0, "a burn process failed");
+		CHECK(run_each(s, 5) == 0, "a burn process failed");
 		double sum = 0, worst = 0;
 		char line[256];
 		int len = 0;
@@ -242,7 +256,7 @@ void test_compute_launch_variants(void)
 			s[i].nprocs = 2;
 			s[i].blocks = "800";
 		}
-		CHECK(run_all(s, 4) == 0, "burn failed");
+		CHECK(run_each(s, 4) == 0, "burn failed");
 		for (int i = 0; i < 4; i++) {
 			t_note("%s at 40%%: %.1f%%", s[i].label, s[i].share);
 			ok &= fabs(s[i].share - 40) <= 3;
