@@ -110,10 +110,23 @@ func TestRunGPUFallsOffAndComesBack(t *testing.T) {
 	if took := e.clock.Since(start); took < 5*time.Minute {
 		t.Errorf("recovered %s after it answered, before the quiet period (5m)", took)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if n := len(e.saved); n < 2 || len(e.saved[0]) != 1 || len(e.saved[n-1]) != 0 {
-		t.Errorf("saved states %v: want the GPU kept unhealthy first, none last", e.saved)
+	// the tracker says healthy before the loop saves it: wait for the save
+	saved := func() [][]string {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		out := make([][]string, 0, len(e.saved))
+		for _, st := range e.saved {
+			keys := make([]string, 0, len(st))
+			for k := range st {
+				keys = append(keys, k)
+			}
+			out = append(out, keys)
+		}
+		return out
+	}
+	e.waitFor(t, "the healthy state saved", func() bool { s := saved(); return len(s) > 0 && len(s[len(s)-1]) == 0 })
+	if s := saved(); len(s) < 2 || len(s[0]) != 1 || len(s[len(s)-1]) != 0 {
+		t.Errorf("saved states %v: want the GPU kept unhealthy first, none last", s)
 	}
 }
 
