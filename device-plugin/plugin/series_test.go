@@ -3,13 +3,10 @@ package plugin
 import (
 	"context"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/compute"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/metrics"
@@ -58,18 +55,7 @@ func TestSeriesList(t *testing.T) {
 		}
 	}
 	path := filepath.Join("..", "..", "installer", "testdata", "series-device-plugin.txt")
-	text := strings.Join(ours, "\n") + "\n"
-	if *updateSeries {
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test ./device-plugin/plugin -run TestSeriesList -update-series writes it)", err)
-	}
-	if d := cmp.Diff(string(want), text); d != "" {
-		t.Errorf("%s is not what the device plugin exports (-file +exported; -update-series rewrites it):\n%s", path, d)
+	if err := metrics.SeriesFile(path, ours, *updateSeries); err != nil {
+		t.Error(err)
 	}
 }

@@ -2,7 +2,6 @@ package vgpu
 
 import (
 	"flag"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -172,16 +171,9 @@ func TestSeriesList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := strings.Join(names, "\n") + "\n"
 	path := filepath.Join("..", "..", "installer", "testdata", "series-scheduler.txt")
-	if *updateSeries {
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if want, err := os.ReadFile(path); err != nil || string(want) != text {
-		t.Errorf("%s differs from what the scheduler plugin exports (%v); -update-series rewrites it:\nexported:\n%s", path, err, text)
+	if err := metrics.SeriesFile(path, names, *updateSeries); err != nil {
+		t.Error(err)
 	}
 }
 
