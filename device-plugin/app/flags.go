@@ -11,7 +11,7 @@ type Flags struct {
 	ConfigFile, NodeName, Kubeconfig string
 	PluginsDir, KubeletSocket        string
 	PodResourcesSocket, StateDir     string
-	MetricsAddress                   string
+	MetricsAddress, CDISpecDir       string
 }
 
 // Bind defines the flags on fs.
@@ -23,6 +23,7 @@ func (f *Flags) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.KubeletSocket, "kubelet-socket", "", "kubelet's registration socket (overrides kubelet.kubeletSocket; default <device-plugins-dir>/kubelet.sock)")
 	fs.StringVar(&f.PodResourcesSocket, "pod-resources-socket", "", "kubelet's PodResources socket (overrides kubelet.podResourcesSocket)")
 	fs.StringVar(&f.StateDir, "state-dir", "", "host directory for per-container limiter files (overrides stateDir)")
+	fs.StringVar(&f.CDISpecDir, "cdi-spec-dir", "", "host directory of the plugin's own CDI specs (overrides cdi.specDir)")
 	fs.StringVar(&f.MetricsAddress, "metrics-address", "", "address of /metrics, \"\" keeps the config's (overrides metricsAddress; \"off\" disables)")
 }
 
@@ -50,6 +51,7 @@ func (f *Flags) Config() (config.Config, error) {
 	set(&c.Kubelet.KubeletSocket, f.KubeletSocket)
 	set(&c.Kubelet.PodResourcesSocket, f.PodResourcesSocket)
 	set(&c.StateDir, f.StateDir)
+	set(&c.CDI.SpecDir, f.CDISpecDir)
 	switch f.MetricsAddress {
 	case "":
 	case "off":

@@ -9,14 +9,14 @@ import (
 )
 
 func TestFlagsConfig(t *testing.T) {
-	type paths struct{ PluginsDir, KubeletSocket, PodResourcesSocket, StateDir, MetricsAddress string }
+	type paths struct{ PluginsDir, KubeletSocket, PodResourcesSocket, StateDir, MetricsAddress, CDISpecDir string }
 	def := func() paths {
 		var f Flags
 		c, err := f.Config()
 		if err != nil {
 			t.Fatal(err)
 		}
-		return paths{c.Kubelet.DevicePluginsDir, c.Kubelet.KubeletSocket, c.Kubelet.PodResourcesSocket, c.StateDir, c.MetricsAddress}
+		return paths{c.Kubelet.DevicePluginsDir, c.Kubelet.KubeletSocket, c.Kubelet.PodResourcesSocket, c.StateDir, c.MetricsAddress, c.CDI.SpecDir}
 	}()
 	tests := []struct {
 		name string
@@ -36,6 +36,8 @@ func TestFlagsConfig(t *testing.T) {
 				p.PodResourcesSocket, p.StateDir, p.MetricsAddress = "/pr.sock", "/st", "127.0.0.1:9"
 				return p
 			}},
+		{name: "CDI spec directory", args: []string{"--cdi-spec-dir=/n1/cdi"},
+			want: func(p paths) paths { p.CDISpecDir = "/n1/cdi"; return p }},
 		{name: "metrics off", args: []string{"--metrics-address=off"},
 			want: func(p paths) paths { p.MetricsAddress = ""; return p }},
 	}
@@ -51,7 +53,7 @@ func TestFlagsConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := paths{c.Kubelet.DevicePluginsDir, c.Kubelet.KubeletSocket, c.Kubelet.PodResourcesSocket, c.StateDir, c.MetricsAddress}
+			got := paths{c.Kubelet.DevicePluginsDir, c.Kubelet.KubeletSocket, c.Kubelet.PodResourcesSocket, c.StateDir, c.MetricsAddress, c.CDI.SpecDir}
 			if diff := cmp.Diff(tc.want(def), got); diff != "" {
 				t.Errorf("paths (-want +got):\n%s", diff)
 			}

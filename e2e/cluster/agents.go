@@ -70,15 +70,19 @@ func (c Config) RecordsDir(node string) string { return filepath.Join(c.NodeDir(
 
 // devicePluginConfig writes the device plugin configuration the simulated
 // nodes share: the limiter library is the one built in vcuda/_build; CDI mode
-// (the default) with the plugin's specs where the container emulator reads
-// them and the hook built in the bin directory; with DevicePluginHAMi the
-// plugins also publish deviceshare's annotations.
+// (the default) with the hook built in the bin directory; with
+// DevicePluginHAMi the plugins also publish deviceshare's annotations. Each
+// node's plugin writes its CDI specs in its own directory (--cdi-spec-dir,
+// NodeDir/cdi, where the container emulator reads them), as each real node
+// has its own /var/run/cdi: a plugin removes the specs there of pods it does
+// not hold, so one directory for all would lose other nodes' specs. The
+// file's specDir is never used.
 func (c Config) devicePluginConfig() (string, error) {
 	path := filepath.Join(c.StateDir, "device-plugin.yaml")
 	lib := filepath.Join(c.Root, "vcuda", "_build", "libvcuda.so")
 	// A short quiet period and probe interval let the GPU-fault scenarios
 	// see a recovery in seconds; pods whose Allocate failed are handed back.
-	specDir := containeremu.DefaultConfig(c.Root, c.SocketDir).CDISpecDir
+	specDir := filepath.Join(c.SocketDir, "cdi-per-node")
 	body := fmt.Sprintf("version: v1\nlimiter:\n  hostLibrary: %s\ncdi:\n  specDir: %s\n  hookPath: %s\n"+
 		"health:\n  recoveryPeriod: 10s\n  probeInterval: 2s\nallocate:\n  reschedule: true\nreport:\n  heartbeatPeriod: 1m\n",
 		lib, specDir, c.bin("vgpu-cdi-hook"))
@@ -151,6 +155,7 @@ func (c Config) pluginProc(h PluginHost, kubeconfig, dpConf string, emu containe
 		"--device-plugins-dir=" + filepath.Join(dir, "device-plugins"),
 		"--pod-resources-socket=" + filepath.Join(dir, "pod-resources", "kubelet.sock"),
 		"--state-dir=" + filepath.Join(dir, "state"),
+		"--cdi-spec-dir=" + emu.NodeCDISpecDir(node),
 		// the compute controller on the fake driver, over the GPU state files the
 		// container emulator gives this node's containers
 		"--fake-nvml=" + filepath.Join(emu.DriverDir, "libnvidia-ml.so.1"),

@@ -56,9 +56,10 @@ func TestDevicePluginConfigHAMi(t *testing.T) {
 		if got.Report.HAMi != hami {
 			t.Errorf("report.hami = %t, want %t", got.Report.HAMi, hami)
 		}
-		// CDI mode, with specs where the container emulator reads them: never the host's.
-		if want := filepath.Join(cfg.SocketDir, "cdi"); !got.CDI.On() || got.CDI.SpecDir != want || got.CDI.HookPath != filepath.Join(cfg.BinDir, "vgpu-cdi-hook") {
-			t.Errorf("cdi = %+v, want CDI mode with specDir %s and the hook in %s", got.CDI, want, cfg.BinDir)
+		// CDI mode; each node's plugin is given its own spec directory, the
+		// file's is under the cluster's directory: never the host's.
+		if !got.CDI.On() || !strings.HasPrefix(got.CDI.SpecDir, cfg.SocketDir+"/") || got.CDI.HookPath != filepath.Join(cfg.BinDir, "vgpu-cdi-hook") {
+			t.Errorf("cdi = %+v, want CDI mode with specDir under %s and the hook in %s", got.CDI, cfg.SocketDir, cfg.BinDir)
 		}
 	}
 }
@@ -135,8 +136,14 @@ func TestPluginProcArgs(t *testing.T) {
 	cfg.NoDevicePluginMetrics = true
 	cfg.DevicePluginGroup = 0
 	p = cfg.pluginProc(cfg.PluginHosts([]string{"a-0"})[0], "--kubeconfig=k", "dp.yaml", containeremu.DefaultConfig(cfg.Root, cfg.SocketDir))
-	if args := strings.Join(p.args, " "); !strings.Contains(args, "--node-name=a-0") || !strings.Contains(args, "--metrics-address=off") {
-		t.Errorf("single-node args %q: want --node-name=a-0 and --metrics-address=off", args)
+	// The node's own CDI directory, where the container emulator reads its
+	// specs and where the group binary puts them (<base-dir>/<node>/cdi).
+	cdiDir := "--cdi-spec-dir=" + filepath.Join(cfg.NodeDir("a-0"), "cdi")
+	if emu := containeremu.DefaultConfig(cfg.Root, cfg.SocketDir); emu.NodeCDISpecDir("a-0") != filepath.Join(cfg.NodeDir("a-0"), "cdi") {
+		t.Errorf("the container emulator reads node a-0's CDI specs in %s, want %s", emu.NodeCDISpecDir("a-0"), filepath.Join(cfg.NodeDir("a-0"), "cdi"))
+	}
+	if args := strings.Join(p.args, " "); !strings.Contains(args, "--node-name=a-0") || !strings.Contains(args, "--metrics-address=off") || !strings.Contains(args, cdiDir) {
+		t.Errorf("single-node args %q: want --node-name=a-0, --metrics-address=off and %s", args, cdiDir)
 	}
 }
 

@@ -22,7 +22,7 @@ import (
 //   - kind nvidia.com/gpu is the NVIDIA Container Toolkit's generated spec:
 //     every GPU of the node by UUID and by index, and "all";
 //   - kind volcano-vgpu.io/limiter is the device plugin's own spec files in
-//     Config.CDISpecDir; their createRuntime hooks run before the process
+//     the node's Config.NodeCDISpecDir; their createRuntime hooks run before the process
 //     starts, with the OCI state of a bundle whose root is the host's / (the
 //     emulated image), and a failing hook fails the container, as in runc.
 //

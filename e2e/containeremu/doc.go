@@ -20,7 +20,7 @@
 //     NVIDIA_VISIBLE_DEVICES ("all", "none", "void", or a list of UUIDs or
 //     node indexes), exposed as the real ones are by creating only their
 //     /dev/nvidiaN nodes; the device plugin's volcano-vgpu.io/limiter devices
-//     are read from Config.CDISpecDir and their createRuntime hooks run before
+//     are read from the node's Config.NodeCDISpecDir and their createRuntime hooks run before
 //     the process starts (see cdi.go); the driver libraries (the fake
 //     libcuda.so.1 and libnvidia-ml.so.1) are mounted at /usr/local/nvidia/lib64;
 //   - the node's driver: the fake driver keeps one state file per GPU under

@@ -34,10 +34,11 @@ type Config struct {
 	DriverDir string
 	// Workload is vcuda's workload program.
 	Workload string
-	// CDISpecDir holds the device plugin's own CDI specs (its cdi.specDir);
-	// empty: no limiter device resolves.
-	CDISpecDir string
-	Mode       Mode
+	// NodesDir is the local cluster's per-node directory: a node's device
+	// plugin writes its own CDI specs (its cdi.specDir) in <node>/cdi there,
+	// each node its own directory, as a real node's /var/run/cdi.
+	NodesDir string
+	Mode     Mode
 }
 
 // EnvMode forces a mode in DefaultConfig: "namespace" or "fallback" (unset:
@@ -53,7 +54,7 @@ const EnvMode = "VGPU_CONTAINEREMU_MODE"
 func DefaultConfig(root, nodesDir string) Config {
 	build := filepath.Join(root, "vcuda", "_build")
 	return Config{WorkDir: filepath.Join(nodesDir, "containeremu"), DriverDir: filepath.Join(build, "fake"),
-		Workload: filepath.Join(build, "workload"), CDISpecDir: filepath.Join(nodesDir, "cdi"), Mode: Mode(os.Getenv(EnvMode))}
+		Workload: filepath.Join(build, "workload"), NodesDir: nodesDir, Mode: Mode(os.Getenv(EnvMode))}
 }
 
 // Emulator starts processes in emulated containers. It is safe for
@@ -116,6 +117,11 @@ func (c Config) NodeGPUDir(node string) string {
 	return filepath.Join(c.WorkDir, node, "gpus")
 }
 
+// NodeCDISpecDir is the directory of node's device plugin's own CDI specs.
+func (c Config) NodeCDISpecDir(node string) string {
+	return filepath.Join(c.NodesDir, node, "cdi")
+}
+
 // Start runs argv in container c; argv[0] is a path inside the container
 // (WorkloadPath, or any program of the host, which is the image). The
 // process is killed when ctx ends.
@@ -134,7 +140,7 @@ func (e *Emulator) Start(ctx context.Context, c Container, argv ...string) (*Pro
 	if err != nil {
 		return nil, fmt.Errorf("container %s/%s on %s: %w", c.PodUID, c.Name, c.Node, err)
 	}
-	specs, err := c.limiterSpecs(e.cfg.CDISpecDir)
+	specs, err := c.limiterSpecs(e.cfg.NodeCDISpecDir(c.Node))
 	if err != nil {
 		return nil, fmt.Errorf("container %s/%s on %s: %w", c.PodUID, c.Name, c.Node, err)
 	}

@@ -5,7 +5,7 @@
 // simulated NVML, with its own gRPC socket, PodResources client, state
 // directory, node report and informers; the nodes share the process, its
 // API client and connection. Its directories follow the local cluster's
-// layout: <base-dir>/<node>/{device-plugins,pod-resources/kubelet.sock,state}.
+// layout: <base-dir>/<node>/{device-plugins,pod-resources/kubelet.sock,state,cdi}.
 //
 // Unlike vgpu-device-plugin-sim it has no compute controller on the fake
 // driver (the fake reads its devices from the environment once per
@@ -83,6 +83,7 @@ func (o options) nodeConfig(node string, index int) (config.Config, error) {
 		PluginsDir:         filepath.Join(dir, "device-plugins"),
 		PodResourcesSocket: filepath.Join(dir, "pod-resources", "kubelet.sock"),
 		StateDir:           filepath.Join(dir, "state"),
+		CDISpecDir:         filepath.Join(dir, "cdi"),
 		MetricsAddress:     "off",
 	}
 	if o.metricsPort > 0 {

@@ -23,7 +23,7 @@ func localFile(t *testing.T) (simconfig.File, string) {
 }
 
 func TestNodeConfigGivesEveryNodeItsOwnPaths(t *testing.T) {
-	type paths struct{ Plugins, Kubelet, PodResources, State, Metrics string }
+	type paths struct{ Plugins, Kubelet, PodResources, State, Metrics, CDISpecs string }
 	tests := []struct {
 		name        string
 		metricsPort int
@@ -33,15 +33,15 @@ func TestNodeConfigGivesEveryNodeItsOwnPaths(t *testing.T) {
 	}{
 		{name: "first node, metrics on", metricsPort: 29800, node: "a100-80g-0", index: 0, want: paths{
 			Plugins: "/b/a100-80g-0/device-plugins", Kubelet: "/b/a100-80g-0/device-plugins/kubelet.sock",
-			PodResources: "/b/a100-80g-0/pod-resources/kubelet.sock", State: "/b/a100-80g-0/state", Metrics: "127.0.0.1:29800",
+			PodResources: "/b/a100-80g-0/pod-resources/kubelet.sock", State: "/b/a100-80g-0/state", CDISpecs: "/b/a100-80g-0/cdi", Metrics: "127.0.0.1:29800",
 		}},
 		{name: "third node's port is the base + 2", metricsPort: 29800, node: "l4-0", index: 2, want: paths{
 			Plugins: "/b/l4-0/device-plugins", Kubelet: "/b/l4-0/device-plugins/kubelet.sock",
-			PodResources: "/b/l4-0/pod-resources/kubelet.sock", State: "/b/l4-0/state", Metrics: "127.0.0.1:29802",
+			PodResources: "/b/l4-0/pod-resources/kubelet.sock", State: "/b/l4-0/state", CDISpecs: "/b/l4-0/cdi", Metrics: "127.0.0.1:29802",
 		}},
 		{name: "metrics port 0 serves none", node: "l4-1", index: 5, want: paths{
 			Plugins: "/b/l4-1/device-plugins", Kubelet: "/b/l4-1/device-plugins/kubelet.sock",
-			PodResources: "/b/l4-1/pod-resources/kubelet.sock", State: "/b/l4-1/state",
+			PodResources: "/b/l4-1/pod-resources/kubelet.sock", State: "/b/l4-1/state", CDISpecs: "/b/l4-1/cdi",
 		}},
 	}
 	for _, tc := range tests {
@@ -51,7 +51,7 @@ func TestNodeConfigGivesEveryNodeItsOwnPaths(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := paths{c.Kubelet.DevicePluginsDir, c.Kubelet.KubeletSocket, c.Kubelet.PodResourcesSocket, c.StateDir, c.MetricsAddress}
+			got := paths{c.Kubelet.DevicePluginsDir, c.Kubelet.KubeletSocket, c.Kubelet.PodResourcesSocket, c.StateDir, c.MetricsAddress, c.CDI.SpecDir}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("paths (-want +got):\n%s", diff)
 			}
