@@ -80,6 +80,15 @@ struct fk_state { /* shared file layout */
 	uint64_t busy_until, sched_all, nkern;
 	struct fk_pidslot pids[FK_PIDS];
 	struct fk_kern ring[FK_RING];
+	/* Time slicing (slice_ns > 0, set by a process with FAKEGPU_SLICE_US): each pid slot queues
+	 * its own work (queued[]) and the engine runs one context for up to a slice, then the next
+	 * with work, a switch costing switch_ns of busy time no process owns. The timeline is
+	 * played forward lazily, under the lock, up to the caller's now (ran_to); the ring then
+	 * holds what ran, and sched_* count only that. 0: one FIFO timeline, kernels in launch order. */
+	uint64_t slice_ns, switch_ns, ran_to, slice_left, switch_left;
+	int32_t cur; /* pid slot on the engine, -1 when idle */
+	uint32_t pad;
+	uint64_t queued[FK_PIDS];
 };
 _Static_assert(sizeof(struct fk_pidslot) == 32, "fk_pidslot is part of the state file layout");
 
@@ -113,6 +122,7 @@ struct fk_globals {
 	pthread_mutex_t ctx_mu;
 	uint64_t ctx_held[FK_MAX_DEV]; /* all this process's contexts hold, given back at exit */
 	uint64_t ns_per_block, max_queue_ns, sample_ns, proc_sample_ns;
+	uint64_t slice_ns, switch_ns; /* FAKEGPU_SLICE_US, FAKEGPU_SWITCH_US (slice 0: not set) */
 	uint64_t launch_ns, memset_ns_per_mib, memcpy_ns_per_mib, sample_delay_ns, sample_window_ns;
 	unsigned nvml_pid_offset, proc_noise;
 	char dir[512];

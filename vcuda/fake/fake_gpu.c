@@ -83,7 +83,14 @@ struct fk_state *fk_map(const char *uuid, uint64_t total, int create)
 		s->total = total;
 		s->size = sizeof(*s);
 		fk_shared_mutex_init(&s->lock);
+		s->cur = -1;
 		__atomic_store_n(&s->magic, FK_MAGIC, __ATOMIC_RELEASE);
+	}
+	if (s != MAP_FAILED && fk.slice_ns) { /* every process of a device must agree */
+		fk_lock(s);
+		s->slice_ns = fk.slice_ns;
+		s->switch_ns = fk.switch_ns;
+		fk_unlock(s);
 	}
 out:
 	flock(fd, LOCK_UN);
@@ -165,6 +172,10 @@ static void init_once(void)
 	mkdir(fk.dir, 0777);
 	fk.ns_per_block = env_u64("FAKEGPU_NS_PER_BLOCK", 1000);
 	fk.max_queue_ns = env_u64("FAKEGPU_MAX_QUEUE_US", 20000) * 1000;
+	/* Time slicing between contexts, as a real GPU without MPS runs them: a slice of
+	 * FAKEGPU_SLICE_US, then the next context with work, a switch costing FAKEGPU_SWITCH_US. */
+	fk.slice_ns = env_u64("FAKEGPU_SLICE_US", 0) * 1000;
+	fk.switch_ns = env_u64("FAKEGPU_SWITCH_US", 0) * 1000;
 	fk.launch_ns = env_u64("FAKEGPU_LAUNCH_NS", 4000);
 	fk.memset_ns_per_mib = env_u64("FAKEGPU_MEMSET_NS_PER_MIB", 1000);
 	fk.memcpy_ns_per_mib = env_u64("FAKEGPU_MEMCPY_NS_PER_MIB", 40000);
@@ -290,10 +301,126 @@ static struct fk_pidslot *pid_slot(struct fk_dev *d, int pid)
 		p->pidns = fk.pidns;
 		p->sched_ns = 0;
 		p->mem = 0;
+		s->queued[free_i] = 0; /* a dead process's queued work never runs */
 	}
 	d->slot_pid = pid;
 	d->slot = free_i;
 	return p;
+}
+
+static int sliced(const struct fk_state *s)
+{
+	return __atomic_load_n(&s->slice_ns, __ATOMIC_RELAXED) != 0;
+}
+
+/* Appends what ran (slot: a pid slot, or -1 for a context switch) to the ring, extending the
+ * newest entry when it is the same context's and ends where this starts. */
+static void ran_locked(struct fk_state *s, int slot, uint64_t start, uint64_t d)
+{
+	int32_t pid = slot < 0 ? 0 : s->pids[slot].pid;
+	uint32_t us = slot < 0 ? UINT32_MAX : (uint32_t)slot;
+	struct fk_kern *last = s->nkern ? &s->ring[(s->nkern - 1) % FK_RING] : NULL;
+	if (last && last->slot == us && last->pid == pid && last->end == start) {
+		last->end += d;
+	} else {
+		struct fk_kern *k = &s->ring[s->nkern % FK_RING];
+		k->start = start;
+		k->end = start + d;
+		k->pid = pid;
+		k->slot = us;
+		s->nkern++;
+	}
+	s->sched_all += d; /* a switch keeps the engine busy too */
+	if (slot >= 0)
+		s->pids[slot].sched_ns += d;
+}
+
+/* The next pid slot with queued work after the current one, -1 if none. */
+static int next_context(const struct fk_state *s)
+{
+	for (int i = 1; i <= FK_PIDS; i++) {
+		int j = ((s->cur < 0 ? 0 : s->cur) + i) % FK_PIDS;
+		if (s->queued[j])
+			return j;
+	}
+	return -1;
+}
+
+/* Plays the time-sliced engine forward to now. */
+static void run_locked(struct fk_state *s, uint64_t now)
+{
+	if (s->ran_to == 0 || s->ran_to > now + 1000000000ull)
+		s->ran_to = now;
+	while (s->ran_to < now) {
+		uint64_t left = now - s->ran_to;
+		if (s->switch_left) {
+			uint64_t d = left < s->switch_left ? left : s->switch_left;
+			ran_locked(s, -1, s->ran_to, d);
+			s->switch_left -= d;
+			s->ran_to += d;
+			continue;
+		}
+		if (s->cur < 0 || !s->queued[s->cur] || !s->slice_left) {
+			int next = next_context(s);
+			if (next < 0) { /* idle: the next context starts with no switch */
+				s->cur = -1;
+				s->ran_to = now;
+				break;
+			}
+			if (next != s->cur && s->cur >= 0)
+				s->switch_left = s->switch_ns;
+			s->cur = next;
+			s->slice_left = s->slice_ns;
+			continue;
+		}
+		uint64_t d = left;
+		if (s->queued[s->cur] < d)
+			d = s->queued[s->cur];
+		if (s->slice_left < d)
+			d = s->slice_left;
+		ran_locked(s, s->cur, s->ran_to, d);
+		s->queued[s->cur] -= d;
+		s->slice_left -= d;
+		s->ran_to += d;
+	}
+}
+
+/* dur ns of work on this process's own queue; the launching thread blocks while more than
+ * FAKEGPU_MAX_QUEUE_US of its work waits. */
+static void enqueue_sliced(struct fk_dev *d, uint64_t dur)
+{
+	struct fk_state *s = d->st;
+	for (;;) {
+		fk_lock(s);
+		run_locked(s, fk_now());
+		struct fk_pidslot *ps = pid_slot(d, fk.pid);
+		int slot = (int)(ps - s->pids);
+		if (s->queued[slot] > fk.max_queue_ns) {
+			uint64_t wait = s->queued[slot] - fk.max_queue_ns;
+			fk_unlock(s);
+			fk_sleep_ns(wait); /* at least that long: the engine is shared */
+			continue;
+		}
+		s->queued[slot] += dur;
+		fk_unlock(s);
+		return;
+	}
+}
+
+/* Waits until this process's queued work has run. */
+static void sync_sliced(struct fk_dev *d)
+{
+	struct fk_state *s = d->st;
+	for (;;) {
+		fk_lock(s);
+		run_locked(s, fk_now());
+		int slot = fk_slot_locked(s, fk.pid, fk.pidns);
+		uint64_t left = slot < 0 ? 0 : s->queued[slot];
+		fk_unlock(s);
+		if (!left)
+			return;
+		fk_sleep_ns(left < 50000 ? 50000 : left);
+	}
 }
 
 /* A kernel of blocks: the program's time per block, never less than the launch overhead. */
@@ -312,6 +439,10 @@ void fk_enqueue(int dev, uint64_t dur)
 	int pid = fk.pid;
 	if (fk_mps_on()) { /* an MPS client: its own lane (fake_mps.c) */
 		fk_mps_launch(dev, dur);
+		return;
+	}
+	if (sliced(s)) {
+		enqueue_sliced(d, dur);
 		return;
 	}
 	for (;;) {
@@ -342,6 +473,11 @@ void fk_enqueue(int dev, uint64_t dur)
 
 void fk_sync(int dev)
 {
+	struct fk_dev *d = &fk.dev[dev];
+	if (d->st && sliced(d->st)) {
+		sync_sliced(d);
+		return;
+	}
 	uint64_t end = __atomic_load_n(&fk.dev[dev].last_end, __ATOMIC_RELAXED), now = fk_now();
 	if (end > now)
 		fk_sleep_ns(end - now);
@@ -360,6 +496,8 @@ int fk_slot_locked(struct fk_state *s, int pid, uint64_t pidns)
  * are the newest ones (one engine, FIFO), so walk back from the newest until one ended by t. */
 uint64_t fk_busy_locked(struct fk_state *s, int slot, uint64_t t)
 {
+	if (sliced(s))
+		run_locked(s, fk_now());
 	uint64_t busy = slot < 0 ? s->sched_all : s->pids[slot].sched_ns;
 	for (uint64_t i = s->nkern; i > 0 && s->nkern - i < FK_RING; i--) {
 		struct fk_kern *k = &s->ring[(i - 1) % FK_RING];
