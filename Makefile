@@ -61,6 +61,7 @@ ours:
 	$(call gobuild,$(BIN)/vgpu-device-plugin-sim-group,./e2e/cmd/vgpu-device-plugin-sim-group)
 	$(call gobuild,$(BIN)/kubelet-emulator,./e2e/cmd/kubelet-emulator)
 	$(call gobuild,$(BIN)/localcluster,./e2e/cmd/localcluster)
+	$(call gobuild,$(BIN)/fake-mps-control,./e2e/cmd/fake-mps-control)
 
 # libvcuda.so, the fake CUDA driver and the test workload (vcuda/_build).
 limiter:
