@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	batchv1alpha1 "volcano.sh/apis/pkg/apis/batch/v1alpha1"
 
@@ -144,7 +145,8 @@ func mpsTask(ns, name string, memMiB, cores int64, mode string) batchv1alpha1.Ta
 // Job's pods asking volcano.sh/vgpu-mode: mps (30% and 60%) land on the MPS
 // GPU with the MPS variables, the daemon's pipe directory (read-only, the
 // fake daemon's socket in it) and libvcuda's memory cap; the pod asking
-// hami-core lands on a time-sliced GPU without them. The metrics show each
+// hami-core lands on a time-sliced GPU without them; an mps pod pinned to a
+// node without MPS GPUs stays pending with the mode in its reason. The metrics show each
 // GPU's mode, the daemon up, the server held at the largest share and each
 // MPS container's percentage and pinned limit. A fatal fault of the MPS
 // server makes the GPU unhealthy (inventory, allocatable) until the faulted
@@ -264,6 +266,14 @@ func TestScenarioMPS(t *testing.T) {
 	if _, ok := sampleOf(samples, "volcano_vgpu_container_mps_active_thread_ratio", `pod="mps-sliced-0"`); ok {
 		t.Error("the time-sliced pod has an MPS percentage series")
 	}
+
+	// A node without an MPS GPU: an mps pod stays pending, and says why.
+	lone := gpuPod(ns, "mps-elsewhere", "l4-1", 1, 1024, 10)
+	lone.Annotations = map[string]string{api.VolcanoModeKey: "mps"}
+	if _, err := createPods(ctx, []*corev1.Pod{lone}, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("mps pod on a node without MPS GPUs: %s", waitUnschedulable(t, ctx, ns, lone.Name, "no GPU in mps mode"))
 
 	// The daemon, as the plugin runs it: its directory holds the pipe
 	// directory the containers got.
