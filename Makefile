@@ -61,6 +61,7 @@ ours:
 	$(call gobuild,$(BIN)/vgpu-device-plugin-sim-group,./e2e/cmd/vgpu-device-plugin-sim-group)
 	$(call gobuild,$(BIN)/kubelet-emulator,./e2e/cmd/kubelet-emulator)
 	$(call gobuild,$(BIN)/localcluster,./e2e/cmd/localcluster)
+	$(call gobuild,$(BIN)/fake-mps-control,./e2e/cmd/fake-mps-control)
 
 # libvcuda.so, the fake CUDA driver and the test workload (vcuda/_build).
 limiter:
@@ -197,7 +198,8 @@ gpu-bundle: limiter
 
 # The bundle as built runs here: run.sh says there is no GPU and exits 0; then its binary runs
 # memory and share rows on the project's fake driver (vcuda's workload standing in for PyTorch,
-# cmd/vgpu-gpu-check/testdata/fake), which exercises dlopen, the namespaces and the controller.
+# cmd/vgpu-gpu-check/testdata/fake), which exercises dlopen, the namespaces and the controller;
+# then the mps rows with the fake MPS control daemon (e2e/cmd/fake-mps-control).
 gpu-bundle-smoke: gpu-bundle
 	@out=$$(cd $(GPU_BUNDLE) && ./run.sh 2>&1); rc=$$?; echo "$$out"; \
 	 [ $$rc -eq 0 ] || { echo "gpu-bundle-smoke: run.sh exited $$rc, want 0"; exit 1; }; \
@@ -211,6 +213,15 @@ gpu-bundle-smoke: gpu-bundle
 		-cap-mib 2048 -deadline 2m -work $$fk 2>&1); rc=$$?; echo "$$out"; \
 	 [ $$rc -eq 0 ] && echo "$$out" | grep -q '^# 6 rows: ' && ! echo "$$out" | grep -qE 'ERROR|TIMEOUT|OVER THE CAP|skipped' || \
 		{ echo "gpu-bundle-smoke: the bundle's binary failed on the fake driver (exit $$rc)"; exit 1; }
+	@fk=$$(mktemp -d); trap 'rm -rf $$fk' EXIT; \
+	 $(GO) build -o $$fk/nvidia-cuda-mps-control ./e2e/cmd/fake-mps-control && \
+	 out=$$(LD_LIBRARY_PATH=$(ROOT)/vcuda/_build/fake FAKEGPU_DIR=$$fk \
+		FAKEGPU_DEVICES=GPU-8b1c0d2e-0000-4000-8000-000000000001:8192 FAKE_WORKLOAD=$(ROOT)/vcuda/_build/workload \
+		$(GPU_BUNDLE)/vgpu-gpu-check -lib $(GPU_BUNDLE)/libvcuda.so -programs $(ROOT)/cmd/vgpu-gpu-check/testdata/fake \
+		-probe $(ROOT)/cmd/vgpu-gpu-check/testdata/fake/probe -use pytorch,probe -only mps -seconds 2 \
+		-cap-mib 2048 -deadline 2m -work $$fk -mps-control $$fk/nvidia-cuda-mps-control 2>&1); rc=$$?; echo "$$out"; \
+	 [ $$rc -eq 0 ] && echo "$$out" | grep -q '^# 6 rows: ' && ! echo "$$out" | grep -qE 'ERROR|TIMEOUT|OVER THE CAP|skipped|stopping the MPS' || \
+		{ echo "gpu-bundle-smoke: the bundle's mps rows failed on the fake driver and the fake MPS control daemon (exit $$rc)"; exit 1; }
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./api/... ./plugins/... ./device-plugin/...

@@ -1,12 +1,18 @@
 package main
 
 import (
+	"context"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/mps"
 )
 
 // The whole orchestration on the project's fake driver: this test binary runs
@@ -94,4 +100,87 @@ func fakeDriver(t *testing.T) string {
 		t.Skip("python3 runs the stand-in programs")
 	}
 	return build
+}
+
+// The mps rows on the fake driver: a fake control daemon (this test binary
+// as nvidia-cuda-mps-control) in the work dir, each tenant an MPS client of
+// it (the fake driver runs a client whose pipe directory holds the daemon's
+// socket on its own lane at its CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, set by
+// libvcuda from the config), the memory cap held through an MPS client, the
+// daemon stopped at the end. The shares are the fake's model of the SM split
+// (30 beside 60 → 30 and 60 of solo).
+func TestFakeDriverMPS(t *testing.T) {
+	build := fakeDriver(t)
+	fake, err := filepath.Abs(filepath.Join("testdata", "fake"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	control := filepath.Join(t.TempDir(), "nvidia-cuda-mps-control")
+	if err := os.WriteFile(control, []byte("#!/bin/sh\n"+asFakeMPS+"=1 exec '"+self+"' \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	cmd := exec.Command(self, "-lib", filepath.Join(build, "libvcuda.so"), "-programs", fake, "-probe", filepath.Join(fake, "probe"),
+		"-use", "pytorch,probe", "-only", "mps", "-seconds", "4", "-cap-mib", "2048", "-deadline", "3m",
+		"-scenario-timeout", "40s", "-work", work, "-mps-control", control)
+	cmd.Env = append(os.Environ(), asMain+"=1",
+		"LD_LIBRARY_PATH="+filepath.Join(build, "fake"),
+		"FAKEGPU_DIR="+t.TempDir(),
+		"FAKEGPU_DEVICES=GPU-8b1c0d2e-0000-4000-8000-000000000001:8192",
+		"FAKE_WORKLOAD="+filepath.Join(build, "workload"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	t.Logf("fake driver, mps rows:\n%s", out)
+	for _, want := range []*regexp.Regexp{
+		// the cap holds through an MPS client (and its pinned limit is the cap)
+		regexp.MustCompile(`(?m)^mps +mps pytorch/default +2048 MiB +2048 MiB +ok `),
+		regexp.MustCompile(`(?m)^# 6 rows: `),
+	} {
+		if !want.Match(out) {
+			t.Errorf("table lacks %s", want)
+		}
+	}
+	// Each client at its SM fraction of solo. The verdict column judges ±3
+	// points; the test allows ±10 (a loaded machine staggers the tenants'
+	// starts), still far from what the same tenants get without MPS
+	// (time-sliced, unthrottled: 30+60 → about 54+54, pytorch 30 + probe 60
+	// → about 10+93 here).
+	for _, tc := range []struct {
+		row     string
+		ceiling string
+		want    [2]float64
+	}{
+		{`mps pytorch 30\+60 +30\+60`, "60", [2]float64{30, 60}},
+		{`mps pytorch 50\+50 +50\+50`, "50", [2]float64{50, 50}},
+		{`mps pytorch 30 \+ probe-elem 60 +30\+60`, "60", [2]float64{30, 60}},
+	} {
+		m := regexp.MustCompile(`(?m)^mps +` + tc.row + ` +([0-9.]+)\+([0-9.]+) +(ok|MISS) .*server at ` + tc.ceiling + `%`).FindSubmatch(out)
+		if m == nil {
+			t.Errorf("no measured row %q with its server at %s%%", tc.row, tc.ceiling)
+			continue
+		}
+		for i := range 2 {
+			got, _ := strconv.ParseFloat(string(m[i+1]), 64)
+			if math.Abs(got-tc.want[i]) > 10 {
+				t.Errorf("%s: tenant %d at %.1f%% of solo, want %g ± 10", tc.row, i+1, got, tc.want[i])
+			}
+		}
+	}
+	for _, bad := range []string{"ERROR", "TIMEOUT", "OVER THE CAP", "skipped", "stopping the MPS"} {
+		if strings.Contains(string(out), bad) {
+			t.Errorf("the table reads %s", bad)
+		}
+	}
+	// the daemon was asked to quit: nothing answers in its pipe directory
+	d := mps.New(filepath.Join(work, "mps"), "GPU-8b1c0d2e-0000-4000-8000-000000000001", control, 5*time.Second)
+	if _, err := d.Control(context.Background(), "get_server_list"); err == nil {
+		_ = d.Stop(context.Background())
+		t.Error("the mps rows' control daemon still answers after the run")
+	}
 }

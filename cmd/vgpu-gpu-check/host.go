@@ -42,9 +42,16 @@ func (h *host) prepare() error {
 type tenant struct {
 	etc, shared, preload string
 	tenancy              compute.Tenancy
+	mpsPipe              string // the MPS pipe directory the tenant sees read-only at api.MPSPipeDir ("" none)
 }
 
 func (h *host) tenant(policy api.ComputePolicy, cores uint32, capMiB uint64) (*tenant, error) {
+	return h.tenantWith(policy, cores, capMiB, 0)
+}
+
+// tenantWith is a tenant whose limiter config also carries an MPS
+// active-thread percentage (0: time-sliced).
+func (h *host) tenantWith(policy api.ComputePolicy, cores uint32, capMiB uint64, mpsThreads uint32) (*tenant, error) {
 	h.n++
 	dir := filepath.Join(h.work, fmt.Sprintf("t%d", h.n))
 	t := &tenant{etc: filepath.Join(dir, "etc"), shared: filepath.Join(dir, "shared"), preload: filepath.Join(dir, "ld.so.preload")}
@@ -57,7 +64,7 @@ func (h *host) tenant(policy api.ComputePolicy, cores uint32, capMiB uint64) (*t
 		return nil, err
 	}
 	cfg := api.LimiterConfig{Policy: policy, PodUID: fmt.Sprintf("gpu-check-%d", h.n), PodNamespace: "gpu-check",
-		PodName: fmt.Sprintf("t%d", h.n), ContainerName: "main", SharedDir: t.shared,
+		PodName: fmt.Sprintf("t%d", h.n), ContainerName: "main", SharedDir: t.shared, MPSThreadPercent: mpsThreads,
 		Devices: []api.LimiterDevice{{UUID: h.uuid, MemoryLimitBytes: capMiB << 20, CorePercent: cores}}}
 	b, err := cfg.Encode()
 	if err != nil {
@@ -77,13 +84,16 @@ func (h *host) tenant(policy api.ComputePolicy, cores uint32, capMiB uint64) (*t
 }
 
 // exec runs cmd in t's own pid and mount namespaces with the production paths
-// bound in, as in a container, and decodes its JSON line into out. started,
+// bound in (t.mpsPipe read-only at api.MPSPipeDir, where libvcuda points
+// CUDA_MPS_PIPE_DIRECTORY), as in a container, and decodes its JSON line into
+// out. started,
 // when set, gets the host pid of the namespace's parent (unshare). The whole
 // namespace dies with ctx: unshare is killed, its child (pid 1 there) gets
 // SIGKILL from --kill-child, and the kernel ends the rest.
 func (h *host) exec(ctx context.Context, t *tenant, cmdline, env []string, out any, started func(pid int), args ...string) error {
-	script := `mount --bind "$1" /etc/ld.so.preload && mount --bind "$2" /etc/vcuda && shift 2 && exec "$@"`
-	argv := append([]string{"-m", "-p", "-f", "--kill-child", "--mount-proc", "sh", "-c", script, "sh", t.preload, t.etc}, cmdline...)
+	script := `mount --bind "$1" /etc/ld.so.preload && mount --bind "$2" /etc/vcuda && ` +
+		`{ [ -z "$3" ] || { mount --bind "$3" "$4" && mount -o remount,bind,ro "$4"; }; } && shift 4 && exec "$@"`
+	argv := append([]string{"-m", "-p", "-f", "--kill-child", "--mount-proc", "sh", "-c", script, "sh", t.preload, t.etc, t.mpsPipe, api.MPSPipeDir}, cmdline...)
 	argv = append(argv, args...)
 	cmd := exec.CommandContext(ctx, "unshare", argv...)
 	cmd.Env = append(os.Environ(), env...)

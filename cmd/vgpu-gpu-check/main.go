@@ -111,6 +111,9 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	c := &check{o: o, h: h, progs: progs, solo: map[string]float64{}}
 	e := executor{deadline: start.Add(o.deadline), timeout: o.timeout, now: time.Now, run: c.run}
 	outs := e.execute(ctx, rows, func(oc outcome) { fmt.Fprint(w, oc.render()) })
+	if err := c.stopMPS(); err != nil {
+		fmt.Fprintf(w, "# stopping the MPS control daemon of the mps rows: %v\n", err)
+	}
 	fmt.Fprint(w, footer(outs, hd.GPU, time.Since(start)))
 	return nil
 }
@@ -161,6 +164,7 @@ type check struct {
 	h     *host
 	progs map[string]*program
 	solo  map[string]float64 // rate of each workload alone, from its solo row
+	mps   *mpsRun            // the mps rows' control daemon (nil: not started)
 }
 
 func (c *check) program(name string) (*program, error) {
@@ -217,6 +221,8 @@ func (c *check) run(ctx context.Context, r row) (result, error) {
 			res.Note += "; " + note
 		}
 		return res, err
+	case kindMPS, kindMPSMemory:
+		return c.runMPS(ctx, r)
 	}
 	return result{}, fmt.Errorf("row %q: unknown kind %d", r.Name, r.Kind)
 }

@@ -25,11 +25,12 @@ type options struct {
 	use         []string      // programs to use
 	share       string        // the program of the single, pair, triple and balance rows
 	planOnly    bool          // print the rows and their planned time, run nothing
+	mpsControl  string        // nvidia-cuda-mps-control (the mps rows)
 }
 
 // groupOrder lists the row groups in the order they run.
 func groupOrder() []string {
-	return []string{"context", "memory", "single", "pair", "mixed", "triple", "balance"}
+	return []string{"context", "memory", "single", "pair", "mixed", "triple", "balance", "mps"}
 }
 
 // programNames lists the programs the check knows.
@@ -37,7 +38,7 @@ func programNames() []string { return []string{"pytorch", "cupy", "probe"} }
 
 func parseOptions(args []string, stderr io.Writer) (options, error) {
 	var o options
-	var groups, use string
+	var groups, skip, use string
 	fs := flag.NewFlagSet("vgpu-gpu-check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.lib, "lib", "vcuda/_build/libvcuda.so", "libvcuda.so to test")
@@ -45,11 +46,13 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.programsDir, "programs", "", "directory with torch_check.py, cupy_check.py and probe.cu (default: the copies built into this binary)")
 	fs.StringVar(&o.probe, "probe", "", `the CUDA C probe: a binary built from probe.cu, "off", or empty to build it here with nvcc`)
 	fs.StringVar(&o.out, "out", "", "also write the table to this file")
-	fs.DurationVar(&o.deadline, "deadline", 6*time.Minute, "total deadline; rows that no longer fit are reported as skipped")
+	fs.DurationVar(&o.deadline, "deadline", 7*time.Minute, "total deadline; rows that no longer fit are reported as skipped")
 	fs.DurationVar(&o.timeout, "scenario-timeout", 60*time.Second, "timeout of one row; a row cut by it is reported as TIMEOUT")
 	fs.Float64Var(&o.secs, "seconds", 10, "how long each tenant of a share row runs; shares are measured over the second half")
 	fs.Uint64Var(&o.capMiB, "cap-mib", 8192, "memory cap of the memory rows")
 	fs.StringVar(&groups, "only", strings.Join(groupOrder(), ","), "row groups to run: "+strings.Join(groupOrder(), ","))
+	fs.StringVar(&skip, "skip", "", "row groups to leave out of -only (e.g. mps)")
+	fs.StringVar(&o.mpsControl, "mps-control", "nvidia-cuda-mps-control", "the MPS control program of the mps rows (a name in PATH or a path); they never change the GPU's compute mode")
 	fs.StringVar(&use, "use", strings.Join(programNames(), ","), "programs to use: "+strings.Join(programNames(), ","))
 	fs.StringVar(&o.share, "share-program", "pytorch", "program of the single, pair, triple and balance rows: "+strings.Join(programNames(), ","))
 	fs.BoolVar(&o.planOnly, "plan", false, "print the rows the flags select and the time planned for each on an H100, run nothing")
@@ -62,6 +65,16 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	var err error
 	if o.groups, err = pick("-only", groups, groupOrder()); err != nil {
 		return o, err
+	}
+	if skip != "" {
+		out, err := pick("-skip", skip, groupOrder())
+		if err != nil {
+			return o, err
+		}
+		o.groups = slices.DeleteFunc(o.groups, func(g string) bool { return slices.Contains(out, g) })
+		if len(o.groups) == 0 {
+			return o, fmt.Errorf("-skip %s leaves no row group of -only %s", skip, groups)
+		}
 	}
 	if o.use, err = pick("-use", use, programNames()); err != nil {
 		return o, err
@@ -78,6 +91,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-seconds %g is too short for a share to settle: use at least 2", o.secs)
 	case o.capMiB < 1024:
 		return o, fmt.Errorf("-cap-mib %d is below one 1 GiB chunk: use at least 1024", o.capMiB)
+	case o.mpsControl == "":
+		return o, errors.New("-mps-control is empty: name nvidia-cuda-mps-control (or leave the mps rows out: -skip mps)")
 	}
 	if need := shareBudget(o.secs, 3); o.timeout < need && (slices.Contains(o.groups, "single") || slices.Contains(o.groups, "triple")) {
 		return o, fmt.Errorf("-scenario-timeout %v is shorter than a share row of -seconds %g takes (about %v): raise -scenario-timeout or lower -seconds", o.timeout, o.secs, need)

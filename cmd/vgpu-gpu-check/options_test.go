@@ -16,15 +16,15 @@ func TestParseOptions(t *testing.T) {
 		check   func(t *testing.T, o options)
 		wantErr string
 	}{
-		{name: "defaults: every group and program, 6 minutes, 60 s a row", check: func(t *testing.T, o options) {
+		{name: "defaults: every group and program, 7 minutes, 60 s a row", check: func(t *testing.T, o options) {
 			if d := cmp.Diff(groupOrder(), o.groups); d != "" {
 				t.Errorf("groups (-want +got):\n%s", d)
 			}
 			if d := cmp.Diff(programNames(), o.use); d != "" {
 				t.Errorf("programs (-want +got):\n%s", d)
 			}
-			if o.deadline != 6*time.Minute || o.timeout != time.Minute || o.secs != 10 || o.capMiB != 8192 || o.share != "pytorch" {
-				t.Errorf("defaults: deadline %v timeout %v secs %g cap %d share %s", o.deadline, o.timeout, o.secs, o.capMiB, o.share)
+			if o.deadline != 7*time.Minute || o.timeout != time.Minute || o.secs != 10 || o.capMiB != 8192 || o.share != "pytorch" || o.mpsControl != "nvidia-cuda-mps-control" {
+				t.Errorf("defaults: deadline %v timeout %v secs %g cap %d share %s mps-control %s", o.deadline, o.timeout, o.secs, o.capMiB, o.share, o.mpsControl)
 			}
 		}},
 		{name: "-only keeps the run order whatever the flag's order", args: []string{"-only", "triple, memory,pair"}, check: func(t *testing.T, o options) {
@@ -38,7 +38,20 @@ func TestParseOptions(t *testing.T) {
 					t.Errorf("got %+v", o)
 				}
 			}},
-		{name: "unknown group names the valid ones", args: []string{"-only", "pairs"}, wantErr: `-only: unknown "pairs"; use a comma list of context,memory,single,pair,mixed,triple,balance`},
+		{name: "unknown group names the valid ones", args: []string{"-only", "pairs"}, wantErr: `-only: unknown "pairs"; use a comma list of context,memory,single,pair,mixed,triple,balance,mps`},
+		{name: "-skip leaves the mps rows out", args: []string{"-skip", "mps"}, check: func(t *testing.T, o options) {
+			if d := cmp.Diff(groupOrder()[:len(groupOrder())-1], o.groups); d != "" {
+				t.Errorf("groups (-want +got):\n%s", d)
+			}
+		}},
+		{name: "-skip applies to -only", args: []string{"-only", "pair,mps", "-skip", "mps,memory"}, check: func(t *testing.T, o options) {
+			if d := cmp.Diff([]string{"pair"}, o.groups); d != "" {
+				t.Errorf("groups (-want +got):\n%s", d)
+			}
+		}},
+		{name: "-skip of every group -only names", args: []string{"-only", "mps", "-skip", "mps"}, wantErr: "-skip mps leaves no row group of -only mps"},
+		{name: "-skip of an unknown group", args: []string{"-skip", "mpss"}, wantErr: `-skip: unknown "mpss"`},
+		{name: "empty -mps-control", args: []string{"-mps-control", ""}, wantErr: "-mps-control is empty"},
 		{name: "unknown program", args: []string{"-use", "jax"}, wantErr: `-use: unknown "jax"`},
 		{name: "empty list", args: []string{"-use", ","}, wantErr: "-use: empty"},
 		{name: "unknown share program", args: []string{"-share-program", "tf"}, wantErr: `-share-program "tf": use one of pytorch, cupy, probe`},

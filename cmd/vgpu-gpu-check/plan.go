@@ -10,10 +10,12 @@ import (
 type rowKind int
 
 const (
-	kindContext rowKind = iota // a program's CUDA context, no limiter
-	kindMemory                 // the memory cap on one allocation path
-	kindSolo                   // a workload alone, no compute limit: the 100% of the share rows
-	kindShare                  // tenants together under the node's compute controller
+	kindContext   rowKind = iota // a program's CUDA context, no limiter
+	kindMemory                   // the memory cap on one allocation path
+	kindSolo                     // a workload alone, no compute limit: the 100% of the share rows
+	kindShare                    // tenants together under the node's compute controller
+	kindMPS                      // tenants together as clients of one MPS server (mpsrows.go)
+	kindMPSMemory                // the memory cap of an MPS client on one allocation path
 )
 
 // tenantSpec is one tenant of a share row.
@@ -109,6 +111,11 @@ func plan(o options) []row {
 		rows = append(rows, row{Group: group, Name: shareName(ts), Kind: kindShare, Tenants: ts,
 			Budget: shareBudget(o.secs, len(ts)), Skip: skip})
 	}
+	mpsShare := func(group string, ts ...tenantSpec) {
+		share(group, ts...)
+		last := &rows[len(rows)-1]
+		last.Name, last.Kind, last.Budget = "mps "+last.Name, kindMPS, last.Budget+mpsStart
+	}
 	fixed := func(work string, cores ...int) []tenantSpec {
 		ts := make([]tenantSpec, len(cores))
 		for i, c := range cores {
@@ -145,6 +152,15 @@ func plan(o options) []row {
 			share(g, fixed(w, 20, 30, 40)...)
 		case "balance":
 			share(g, tenantSpec{Work: w, Cores: 50}, tenantSpec{Work: w, Cores: 30, Balance: true})
+		case "mps":
+			// the memory cap through an MPS client, then the shares
+			p := programOf(w)
+			_, memBudget := budgets(p)
+			rows = append(rows, row{Group: g, Name: "mps " + p + "/" + memPaths(p)[0], Kind: kindMPSMemory, Program: p,
+				Path: memPaths(p)[0], Budget: memBudget + mpsStart, Skip: used(w)})
+			mpsShare(g, fixed(w, 30, 60)...)
+			mpsShare(g, fixed(w, 50, 50)...)
+			mpsShare(g, tenantSpec{Work: "pytorch", Cores: 30}, tenantSpec{Work: "probe-elem", Cores: 60})
 		}
 	}
 	return rows

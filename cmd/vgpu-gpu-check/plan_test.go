@@ -45,7 +45,12 @@ func TestPlan(t *testing.T) {
 			"mixed: solo probe-elem", "mixed: pytorch 30 + probe-elem 60", "mixed: pytorch 50 + probe-elem 50",
 			"triple: pytorch 20+30+40",
 			"balance: pytorch 50 + balance 30",
+			"mps: mps pytorch/default", "mps: mps pytorch 30+60", "mps: mps pytorch 50+50", "mps: mps pytorch 30 + probe-elem 60",
 		}},
+		{name: "the mps rows alone bring their solo rows; the pair of programs needs the probe", args: []string{"-only", "mps", "-use", "pytorch,cupy"}, want: []string{
+			"mps: mps pytorch/default", "mps: solo pytorch", "mps: mps pytorch 30+60", "mps: mps pytorch 50+50",
+			"mps: solo probe-elem [skip: probe is not in -use]",
+			"mps: mps pytorch 30 + probe-elem 60 [skip: probe is not in -use]"}},
 		{name: "a share group alone brings its solo row first", args: []string{"-only", "pair"}, want: []string{
 			"pair: solo pytorch", "pair: pytorch 30+60", "pair: pytorch 50+50"}},
 		{name: "different programs need both: a program left out of -use skips the row", args: []string{"-only", "mixed", "-use", "pytorch"}, want: []string{
@@ -65,7 +70,7 @@ func TestPlan(t *testing.T) {
 	}
 }
 
-// The default run must fit the 6-minute deadline on an H100 with room for
+// The default run must fit the 7-minute deadline on an H100 with room for
 // building the probe and finding the programs (run.sh: nvcc ~20 s, imports
 // ~10 s); the README gives the budget per row.
 func TestDefaultPlanFitsTheDeadline(t *testing.T) {

@@ -8,13 +8,22 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/mpsfake"
 )
 
 // The test binary doubles as the bundle's vgpu-gpu-check: run.sh execs it
 // with this variable set, and TestMain hands it to main.
 const asMain = "VGPU_GPU_CHECK_AS_MAIN"
 
+// asFakeMPS makes the test binary answer as nvidia-cuda-mps-control
+// (e2e/sim/mpsfake) for the mps rows on the fake driver.
+const asFakeMPS = "VGPU_GPU_CHECK_AS_FAKE_MPS_CONTROL"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(asFakeMPS) == "1" {
+		os.Exit(mpsfake.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	if os.Getenv(asMain) == "1" {
 		main()
 		os.Exit(0)
@@ -74,8 +83,10 @@ func TestRunSh(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		args     []string
+		env      []string
 		wantCode int
 		want     []string
+		notWant  []string
 	}{
 		{name: "no GPU: run.sh and the check both say so and exit 0", wantCode: 0, want: []string{
 			"run.sh: no NVIDIA GPU here", "gpu-check: no NVIDIA GPU here (NVML: ERROR_LIBRARY_NOT_FOUND)"}},
@@ -83,14 +94,20 @@ func TestRunSh(t *testing.T) {
 			want: []string{"run.sh: no NVIDIA GPU here"}},
 		{name: "--plan prints the rows the flags select, GPU or not", args: []string{"--plan", "--only", "triple", "--seconds", "20"}, wantCode: 0,
 			want: []string{"triple   solo pytorch                          25s", "triple   pytorch 20+30+40                      27s", "# 2 rows planned at 52s"}},
-		{name: "help", args: []string{"--help"}, wantCode: 0, want: []string{"--deadline D", "--scenario-timeout D", "--only LIST"}},
+		{name: "--plan of the mps rows", args: []string{"--plan", "--only", "mps", "--use", "pytorch"}, wantCode: 0,
+			want: []string{"mps      mps pytorch/default                   12s", "mps      mps pytorch 30+60                     18s", "# 6 rows planned at 1m3s"}},
+		{name: "--skip leaves the mps rows out", args: []string{"--plan", "--only", "pair,mps", "--skip", "mps"}, wantCode: 0,
+			want: []string{"pair     pytorch 50+50", "# 3 rows planned"}, notWant: []string{"mps "}},
+		{name: "GPU_CHECK_SKIP=mps does the same", args: []string{"--plan", "--only", "pair,mps"}, env: []string{"GPU_CHECK_SKIP=mps"}, wantCode: 0,
+			want: []string{"pair     pytorch 50+50", "# 3 rows planned"}, notWant: []string{"mps "}},
+		{name: "help", args: []string{"--help"}, wantCode: 0, want: []string{"--deadline D", "--scenario-timeout D", "--only LIST", "--skip LIST", "--mps-control CMD"}},
 		{name: "an unknown flag", args: []string{"--bogus", "1"}, wantCode: 2, want: []string{"run.sh: unknown flag --bogus"}},
 		{name: "a flag without its value", args: []string{"--deadline"}, wantCode: 2, want: []string{"--deadline needs a value"}},
 		{name: "a deadline that is not a duration", args: []string{"--deadline", "6min"}, wantCode: 2, want: []string{"use whole seconds or minutes"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command("sh", append([]string{filepath.Join(dir, "run.sh")}, tc.args...)...)
-			cmd.Env = []string{asMain + "=1", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + t.TempDir()}
+			cmd.Env = append([]string{asMain + "=1", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + t.TempDir()}, tc.env...)
 			out, err := cmd.CombinedOutput()
 			code := 0
 			var ee *exec.ExitError
@@ -105,6 +122,11 @@ func TestRunSh(t *testing.T) {
 			for _, w := range tc.want {
 				if !strings.Contains(string(out), w) {
 					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(string(out), w) {
+					t.Errorf("output has %q:\n%s", w, out)
 				}
 			}
 		})

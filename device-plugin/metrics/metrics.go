@@ -29,7 +29,29 @@ type GPU struct {
 	UsedMemoryBytes uint64
 	StrandedMiB     int64
 	Compute         *usage.GPU
+	// Mode is how the GPU is shared ("" is time-sliced, as in the inventory).
+	Mode api.GPUMode
+	// MPS is the state of the GPU's MPS control daemon (nil: not an MPS GPU).
+	MPS *MPSDaemon
 }
+
+// MPSDaemon is the state of an MPS GPU's control daemon and server.
+type MPSDaemon struct {
+	// Up: the daemon answered and its server was ACTIVE at the last check.
+	Up bool
+	// Reason labels why it is not up (package mps's Reason values, or
+	// ReasonUnchecked before the first check); "" when up.
+	Reason string
+	// Failures counts the checks that found it failing after it was up or
+	// failing for another reason, by reason.
+	Failures map[string]uint64
+	// Threads is the active-thread percentage its server is held to (0:
+	// none set yet).
+	Threads uint32
+}
+
+// ReasonUnchecked: the MPS GPU's daemon has not been checked yet.
+const ReasonUnchecked = "unchecked"
 
 // Container is one allocated container's limit and use of one GPU.
 type Container struct {
@@ -46,6 +68,11 @@ type Container struct {
 	Report *api.UsageDevice
 	// Compute is what the node's controller measured; nil before its first period.
 	Compute *usage.Tenant
+	// MPSThreads is the container's MPS active-thread percentage on an MPS
+	// GPU (0: the GPU is not in MPS mode); MPSPinnedMiB its pinned device
+	// memory limit there.
+	MPSThreads   uint32
+	MPSPinnedMiB int64
 }
 
 // Health is the health tracker's counters.
@@ -118,6 +145,13 @@ var (
 	descCWaits   = prometheus.NewDesc(ns+"_container_launch_waits_total", "Kernel launches of a container that waited for allowance (the container's own report).", containerLabels, nil)
 	descCPolicy  = prometheus.NewDesc(ns+"_container_compute_policy", "1 for the compute policy (fixed, balance, none) of a container on one GPU.", append(containerLabels[:len(containerLabels):len(containerLabels)], "policy"), nil)
 	descPublish  = prometheus.NewDesc(ns+"_inventory_published_timestamp_seconds", "When the device plugin last published the node's inventory (its heartbeat); the scheduler places nothing on a node whose heartbeat is older than its vgpu.staleAfter.", nil, nil)
+	descMode     = prometheus.NewDesc(ns+"_gpu_sharing_mode", "1 for the sharing mode of the GPU (mode: time-sliced, mps), as the node's inventory publishes it.", append(gpuLabels[:len(gpuLabels):len(gpuLabels)], "mode"), nil)
+	descMPSUp    = prometheus.NewDesc(ns+"_gpu_mps_daemon_up", "1 while the MPS GPU's control daemon answers and its server is ACTIVE with no fatal fault, 0 otherwise (the GPU is then unhealthy).", gpuLabels, nil)
+	descMPSDown  = prometheus.NewDesc(ns+"_gpu_mps_daemon_failure", "1 for why the MPS GPU's daemon is not up (reason: server_fault, no_answer, daemon_start, server_start, compute_mode, unchecked, other).", append(gpuLabels[:len(gpuLabels):len(gpuLabels)], "reason"), nil)
+	descMPSFails = prometheus.NewDesc(ns+"_gpu_mps_daemon_failures_total", "Checks of the MPS GPU's daemon that found a new failure (after it was up, or failing for another reason), by reason.", append(gpuLabels[:len(gpuLabels):len(gpuLabels)], "reason"), nil)
+	descMPSCeil  = prometheus.NewDesc(ns+"_gpu_mps_server_active_thread_ratio", "Active-thread fraction the MPS GPU's server is held to: the largest share booked on the GPU (what a client that raises its own percentage can reach).", gpuLabels, nil)
+	descCThreads = prometheus.NewDesc(ns+"_container_mps_active_thread_ratio", "MPS active-thread fraction of a container on an MPS GPU (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE / 100), for each of its processes.", containerLabels, nil)
+	descCPinned  = prometheus.NewDesc(ns+"_container_mps_pinned_memory_limit_bytes", "MPS pinned device memory limit of a container on an MPS GPU (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT), per process; libvcuda caps the container as a whole.", containerLabels, nil)
 	descUnlim    = prometheus.NewDesc(ns+"_container_unlimited", "1 for an allocated container whose image or entrypoint libvcuda.so cannot load into (reason: musl, static): its GPU use is not limited.",
 		[]string{"namespace", "pod", "container", "reason"}, nil)
 )
@@ -126,7 +160,8 @@ type collector struct{ snapshot func() Snapshot }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descMemCap, descMemAlloc, descCoreCap, descCoreAllo, descShares, descSharesMx, descHealthy, descCMem, descCCores, descWaitErr, descProbeErr, descUnnamed, descUnlim,
-		descMemUsed, descStranded, descBusy, descBusySec, descCUsed, descCTarget, descCAchieve, descCBusySec, descCLimited, descCWaits, descCPolicy, descPublish} {
+		descMemUsed, descStranded, descBusy, descBusySec, descCUsed, descCTarget, descCAchieve, descCBusySec, descCLimited, descCWaits, descCPolicy, descPublish,
+		descMode, descMPSUp, descMPSDown, descMPSFails, descMPSCeil, descCThreads, descCPinned} {
 		ch <- d
 	}
 }
@@ -154,6 +189,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descBusy, prometheus.GaugeValue, u.Busy, l...)
 			ch <- prometheus.MustNewConstMetric(descBusySec, prometheus.CounterValue, u.BusySeconds, l...)
 		}
+		mode := g.Mode
+		if mode == "" {
+			mode = api.ModeTimeSliced
+		}
+		ch <- prometheus.MustNewConstMetric(descMode, prometheus.GaugeValue, 1, append(l, string(mode))...)
+		if m := g.MPS; m != nil {
+			collectMPS(ch, l, m)
+		}
 	}
 	ch <- prometheus.MustNewConstMetric(descWaitErr, prometheus.CounterValue, float64(s.Health.EventWaitErrors))
 	for u, n := range s.Health.ProbeFailures {
@@ -176,6 +219,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		if c.Report != nil {
 			ch <- prometheus.MustNewConstMetric(descCWaits, prometheus.CounterValue, float64(c.Report.Waits), l...)
 		}
+		if c.MPSThreads > 0 {
+			ch <- prometheus.MustNewConstMetric(descCThreads, prometheus.GaugeValue, float64(c.MPSThreads)/100, l...)
+			ch <- prometheus.MustNewConstMetric(descCPinned, prometheus.GaugeValue, float64(c.MPSPinnedMiB)*mib, l...)
+		}
 		if u := c.Compute; u != nil {
 			limited := 0.0
 			if u.Limited {
@@ -189,6 +236,28 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, u := range s.Unlimited {
 		ch <- prometheus.MustNewConstMetric(descUnlim, prometheus.GaugeValue, 1, u.Namespace, u.Pod, u.Container, u.Reason)
+	}
+}
+
+// collectMPS sends an MPS GPU's daemon series; l are the GPU's labels.
+func collectMPS(ch chan<- prometheus.Metric, l []string, m *MPSDaemon) {
+	up := 0.0
+	if m.Up {
+		up = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descMPSUp, prometheus.GaugeValue, up, l...)
+	if !m.Up {
+		reason := m.Reason
+		if reason == "" {
+			reason = ReasonUnchecked
+		}
+		ch <- prometheus.MustNewConstMetric(descMPSDown, prometheus.GaugeValue, 1, append(l, reason)...)
+	}
+	for r, n := range m.Failures {
+		ch <- prometheus.MustNewConstMetric(descMPSFails, prometheus.CounterValue, float64(n), append(l, r)...)
+	}
+	if m.Threads > 0 {
+		ch <- prometheus.MustNewConstMetric(descMPSCeil, prometheus.GaugeValue, float64(m.Threads)/100, l...)
 	}
 }
 

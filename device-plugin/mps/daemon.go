@@ -43,6 +43,12 @@ var ErrNoAnswer = errors.New("MPS control daemon does not answer")
 // ErrFault is wrapped when a server of the GPU reported a fatal fault.
 var ErrFault = errors.New("MPS server reported a fatal fault")
 
+// ErrStart is wrapped when the control daemon cannot be started.
+var ErrStart = errors.New("MPS control daemon cannot be started")
+
+// ErrServerStart is wrapped when the daemon starts no usable server.
+var ErrServerStart = errors.New("MPS server cannot be started")
+
 // Daemon is the MPS control daemon of one GPU.
 type Daemon struct {
 	UUID string
@@ -130,7 +136,7 @@ func (d *Daemon) Start(ctx context.Context) (adopted bool, err error) {
 	for _, dir := range []string{d.PipeDir(), d.LogDir()} {
 		// 0755: clients of the configured user connect through the pipe dir
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return false, fmt.Errorf("MPS directory of GPU %s: %w", d.UUID, err)
+			return false, fmt.Errorf("%w: MPS directory of GPU %s: %w", ErrStart, d.UUID, err)
 		}
 	}
 	startCtx, cancel := context.WithTimeout(ctx, d.Timeout)
@@ -139,10 +145,10 @@ func (d *Daemon) Start(ctx context.Context) (adopted bool, err error) {
 	cmd.Env = d.env()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return false, fmt.Errorf("starting the MPS control daemon of GPU %s (%s -d): %v: %s", d.UUID, d.Command, err, strings.TrimSpace(string(out)))
+		return false, fmt.Errorf("%w: GPU %s (%s -d): %v: %s", ErrStart, d.UUID, d.Command, err, strings.TrimSpace(string(out)))
 	}
 	if _, err := d.Control(ctx, "get_server_list"); err != nil {
-		return false, fmt.Errorf("the MPS control daemon of GPU %s started but does not answer: %w", d.UUID, err)
+		return false, fmt.Errorf("%w: GPU %s: started but does not answer: %w", ErrStart, d.UUID, err)
 	}
 	return false, nil
 }
@@ -155,7 +161,7 @@ func (d *Daemon) StartServer(ctx context.Context, uid int64) (int, error) {
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(out))
 	if err != nil {
-		return 0, fmt.Errorf("start_server -uid %d on GPU %s: %s", uid, d.UUID, strings.TrimSpace(out))
+		return 0, fmt.Errorf("%w: start_server -uid %d on GPU %s answered %q", ErrServerStart, uid, d.UUID, strings.TrimSpace(out))
 	}
 	return pid, nil
 }

@@ -49,6 +49,9 @@ type Supervisor struct {
 
 	mu      sync.Mutex // watches, and the commands of one daemon at a time
 	watches map[string]*watch
+
+	heldMu sync.Mutex        // held alone: read at scrape time, never behind a command
+	held   map[string]uint32 // GPU → the percentage its server was last held to
 }
 
 // watch is what the supervisor remembers of one daemon.
@@ -67,7 +70,7 @@ func (s *Supervisor) Start(ctx context.Context) {
 	for _, d := range s.Daemons {
 		if s.Modes != nil {
 			if err := s.Modes.SetExclusive(d.UUID, true); err != nil {
-				s.report(d, fmt.Errorf("setting compute mode EXCLUSIVE_PROCESS on GPU %s: %w (or set mps.setComputeMode: false)", d.UUID, err))
+				s.report(d, fmt.Errorf("%w: setting EXCLUSIVE_PROCESS on GPU %s: %w (or set mps.setComputeMode: false)", ErrComputeMode, d.UUID, err))
 				continue
 			}
 			if err := os.MkdirAll(d.Dir, 0o755); err == nil {
@@ -143,7 +146,21 @@ func (s *Supervisor) setCeiling(ctx context.Context, d *Daemon, w *watch, pid in
 		}
 	}
 	w.pid, w.ceiling = pid, pct
+	s.heldMu.Lock()
+	if s.held == nil {
+		s.held = map[string]uint32{}
+	}
+	s.held[d.UUID] = pct
+	s.heldMu.Unlock()
 	return nil
+}
+
+// Held is the active-thread percentage GPU uuid's server was last held to
+// (0: none set yet). It does not wait for a check in progress.
+func (s *Supervisor) Held(uuid string) uint32 {
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
+	return s.held[uuid]
 }
 
 func (s *Supervisor) report(d *Daemon, err error) {
@@ -235,7 +252,7 @@ func (s *Supervisor) check(ctx context.Context, d *Daemon) error {
 		return err
 	}
 	if st = strings.TrimSpace(st); st != "ACTIVE" {
-		return fmt.Errorf("%w: GPU %s: fresh server %d is %s", ErrFault, d.UUID, pid, st)
+		return fmt.Errorf("%w: GPU %s: fresh server %d is %s", ErrServerStart, d.UUID, pid, st)
 	}
 	logger.V(2).Info("Started an MPS server", "pid", pid, "uid", s.UID, "activeThreadPercentage", ceiling)
 	return s.setCeiling(ctx, d, w, pid, ceiling)

@@ -138,8 +138,8 @@ func TestSupervisorStartsAdoptsAndRecovers(t *testing.T) {
 		}
 		s.Check(ctx)
 		err := r.get("GPU-a")
-		if !errors.Is(err, ErrFault) || !strings.Contains(err.Error(), "fatal GPU exception") {
-			t.Fatalf("GPU-a after a fault: %v, want ErrFault quoting the log", err)
+		if !errors.Is(err, ErrFault) || !strings.Contains(err.Error(), "fatal GPU exception") || Reason(err) != ReasonFault {
+			t.Fatalf("GPU-a after a fault: %v (%s), want ErrFault quoting the log", err, Reason(err))
 		}
 		if err := r.get("GPU-b"); err != nil {
 			t.Errorf("GPU-b, another daemon, after GPU-a's fault: %v", err)
@@ -163,8 +163,8 @@ func TestSupervisorStartsAdoptsAndRecovers(t *testing.T) {
 	t.Run("a crashed daemon makes the GPU unhealthy, is started again, and the GPU recovers", func(t *testing.T) {
 		_, _ = b.Control(ctx, "fake_crash")
 		s.Check(ctx)
-		if err := r.get("GPU-b"); !errors.Is(err, ErrNoAnswer) {
-			t.Fatalf("GPU-b after a crash: %v, want ErrNoAnswer", err)
+		if err := r.get("GPU-b"); !errors.Is(err, ErrNoAnswer) || Reason(err) != ReasonNoAnswer {
+			t.Fatalf("GPU-b after a crash: %v (%s), want ErrNoAnswer", err, Reason(err))
 		}
 		s.Check(ctx)
 		if err := r.get("GPU-b"); err != nil {
@@ -196,8 +196,12 @@ func TestSupervisorCannotStart(t *testing.T) {
 	r := &reports{}
 	s := &Supervisor{Report: r.report, Daemons: []*Daemon{New(t.TempDir(), "GPU-a", "/nonexistent/nvidia-cuda-mps-control", time.Second)}}
 	s.Start(context.Background())
-	if err := r.get("GPU-a"); err == nil || !strings.Contains(err.Error(), "starting the MPS control daemon of GPU GPU-a (/nonexistent/nvidia-cuda-mps-control -d)") {
+	err := r.get("GPU-a")
+	if err == nil || !strings.Contains(err.Error(), "MPS control daemon cannot be started: GPU GPU-a (/nonexistent/nvidia-cuda-mps-control -d)") {
 		t.Errorf("report = %v, want the start failure naming the command", err)
+	}
+	if got := Reason(err); got != ReasonStart {
+		t.Errorf("Reason = %q, want %q", got, ReasonStart)
 	}
 }
 
@@ -271,6 +275,12 @@ func TestSupervisorCeiling(t *testing.T) {
 		if got := percent(); got != st.want {
 			t.Errorf("%s: server percentage %s, want %s", st.name, got, st.want)
 		}
+		if held := strconv.FormatUint(uint64(s.Held("GPU-a")), 10) + ".0"; held != st.want {
+			t.Errorf("%s: Held = %s, want %s (what the server was set to)", st.name, held, st.want)
+		}
+	}
+	if h := s.Held("GPU-b"); h != 0 {
+		t.Errorf("Held of a GPU it does not run = %d, want 0", h)
 	}
 	if err := r.get("GPU-a"); err != nil {
 		t.Errorf("GPU-a: %v", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 
 	"k8s.io/klog/v2"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/containerdir"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/metrics"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/mps"
 )
 
@@ -73,11 +75,16 @@ func (p *Plugin) mpsShare(rec containerdir.Record) (uint32, error) {
 			return 0, fmt.Errorf("%w: container %q runs as user %d, and the MPS server of GPU %s serves user %d (mps.clientUID): a client of another user would wait until every client of that user exits; set runAsUser: %d, or use a time-sliced GPU (%s: hami-core)", ErrMPS, rec.Container, uid, onMPS[0], want, want, api.VolcanoModeKey)
 		}
 	}
-	cores := rec.Devices[0].Cores
+	return mpsThreads(rec.Devices[0].Cores), nil
+}
+
+// mpsThreads is the active-thread percentage of a share of cores on an MPS
+// GPU: the cores, 100 when it asked none (or the whole GPU).
+func mpsThreads(cores int) uint32 {
 	if cores <= 0 || cores > 100 {
-		cores = 100
+		return 100
 	}
-	return uint32(cores), nil
+	return uint32(cores)
 }
 
 // addMPS gives a container on an MPS GPU its pipe directory (read-only),
@@ -145,11 +152,7 @@ func (p *Plugin) mpsCeilingLocked(uuid string) uint32 {
 	for _, recs := range p.records {
 		for _, r := range recs {
 			for _, d := range r.Devices {
-				c := uint32(d.Cores)
-				if d.Cores <= 0 || d.Cores > 100 {
-					c = 100
-				}
-				if d.UUID == uuid && c > top {
+				if c := mpsThreads(d.Cores); d.UUID == uuid && c > top {
 					top = c
 				}
 			}
@@ -170,12 +173,47 @@ func (p *Plugin) holdMPS(uuid string, threads uint32) {
 	}
 }
 
-// reportMPS records an MPS check of one GPU in its health.
+// mpsCheck is what the metrics show of an MPS GPU's daemon: its last
+// check's reason label ("" up) and the failures counted by reason.
+type mpsCheck struct {
+	reason   string
+	failures map[string]uint64
+}
+
+// reportMPS records an MPS check of one GPU in its health and metrics.
 func (p *Plugin) reportMPS(uuid string, err error) {
+	reason := mps.Reason(err)
+	p.mu.Lock()
+	if p.mpsChecks == nil {
+		p.mpsChecks = map[string]*mpsCheck{}
+	}
+	c := p.mpsChecks[uuid]
+	if c == nil {
+		c = &mpsCheck{failures: map[string]uint64{}}
+		p.mpsChecks[uuid] = c
+	}
+	if reason != "" && reason != c.reason {
+		c.failures[reason]++
+	}
+	c.reason = reason
+	p.mu.Unlock()
 	if p.health.Service(uuid, mpsService, err, p.opts.Clock.Now()) {
 		klog.Background().Info("MPS health of a GPU changed", "gpu", uuid, "healthy", err == nil, "reason", errString(err))
 		p.healthChanged()
 	}
+}
+
+// mpsMetricsLocked is the MPS daemon of GPU uuid as the metrics show it.
+// Called with p.mu held.
+func (p *Plugin) mpsMetricsLocked(uuid string) *metrics.MPSDaemon {
+	m := &metrics.MPSDaemon{Reason: metrics.ReasonUnchecked}
+	if c := p.mpsChecks[uuid]; c != nil {
+		m.Up, m.Reason, m.Failures = c.reason == "", c.reason, maps.Clone(c.failures)
+	}
+	if p.mpsSup != nil {
+		m.Threads = p.mpsSup.Held(uuid)
+	}
+	return m
 }
 
 func errString(err error) string {

@@ -93,8 +93,9 @@ type Plugin struct {
 	hamiPending  bool          // deviceshare's handshake awaits an answer
 	devChanged   chan struct{} // closed when device health changes
 	server       *dpserver.Server
-	podChanged   chan struct{}   // closed when the pod cache changes
-	mpsSup       *mps.Supervisor // the MPS GPUs' daemons (nil: none, or not started yet)
+	podChanged   chan struct{}        // closed when the pod cache changes
+	mpsSup       *mps.Supervisor      // the MPS GPUs' daemons (nil: none, or not started yet)
+	mpsChecks    map[string]*mpsCheck // GPU → its MPS daemon's last check, for the metrics
 }
 
 var _ dpserver.Service = (*Plugin)(nil)

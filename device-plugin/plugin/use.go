@@ -33,7 +33,7 @@ func (p *Plugin) snapshot() metrics.Snapshot {
 	core := make([]placement.GPU, len(inv.GPUs))
 	for i, g := range inv.GPUs {
 		idx[g.UUID] = i
-		s.GPUs = append(s.GPUs, metrics.GPU{UUID: g.UUID, Model: g.Model, Index: g.Index, Healthy: g.Healthy, MemoryMiB: g.MemoryMiB, MaxShares: g.MaxShares})
+		s.GPUs = append(s.GPUs, metrics.GPU{UUID: g.UUID, Model: g.Model, Index: g.Index, Healthy: g.Healthy, MemoryMiB: g.MemoryMiB, MaxShares: g.MaxShares, Mode: g.SharingMode()})
 		core[i] = placement.GPU{UUID: g.UUID, MemoryMiB: g.MemoryMiB, MaxShares: g.MaxShares}
 	}
 	type source struct {
@@ -42,6 +42,11 @@ func (p *Plugin) snapshot() metrics.Snapshot {
 	}
 	var sources []source
 	p.mu.Lock()
+	for i := range s.GPUs {
+		if s.GPUs[i].Mode == api.ModeMPS {
+			s.GPUs[i].MPS = p.mpsMetricsLocked(s.GPUs[i].UUID)
+		}
+	}
 	for _, recs := range p.records {
 		for _, r := range recs {
 			paths, perr := p.store.Paths(r.PodUID, r.Container)
@@ -54,6 +59,9 @@ func (p *Plugin) snapshot() metrics.Snapshot {
 					g.AllocatedCores += d.Cores
 					g.Shares++
 					c.Index, c.Model = g.Index, g.Model
+					if g.Mode == api.ModeMPS { // what Allocate handed it (addMPS)
+						c.MPSThreads, c.MPSPinnedMiB = mpsThreads(d.Cores), d.MemoryMiB
+					}
 					core[i].UsedMemoryMiB += d.MemoryMiB
 					core[i].UsedCores += d.Cores
 					core[i].Shares++

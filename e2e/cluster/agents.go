@@ -76,20 +76,41 @@ func (c Config) RecordsDir(node string) string { return filepath.Join(c.NodeDir(
 // NodeDir/cdi, where the container emulator reads them), as each real node
 // has its own /var/run/cdi: a plugin removes the specs there of pods it does
 // not hold, so one directory for all would lose other nodes' specs. The
-// file's specDir is never used.
+// file's specDir is never used. MPS GPUs (none unless a node's own
+// DevicePluginNodeConfig names some) run the fake control daemon
+// (e2e/cmd/fake-mps-control), checked every 2s.
 func (c Config) devicePluginConfig() (string, error) {
 	path := filepath.Join(c.StateDir, "device-plugin.yaml")
+	return path, os.WriteFile(path, []byte(c.devicePluginConfigBody()), 0o644)
+}
+
+func (c Config) devicePluginConfigBody() string {
 	lib := filepath.Join(c.Root, "vcuda", "_build", "libvcuda.so")
 	// A short quiet period and probe interval let the GPU-fault scenarios
 	// see a recovery in seconds; pods whose Allocate failed are handed back.
 	specDir := filepath.Join(c.SocketDir, "cdi-per-node")
 	body := fmt.Sprintf("version: v1\nlimiter:\n  hostLibrary: %s\ncdi:\n  specDir: %s\n  hookPath: %s\n"+
-		"health:\n  recoveryPeriod: 10s\n  probeInterval: 2s\nallocate:\n  reschedule: true\nreport:\n  heartbeatPeriod: 1m\n",
-		lib, specDir, c.bin("vgpu-cdi-hook"))
+		"health:\n  recoveryPeriod: 10s\n  probeInterval: 2s\nallocate:\n  reschedule: true\n"+
+		"mps:\n  controlCommand: %s\n  probeInterval: 2s\nreport:\n  heartbeatPeriod: 1m\n",
+		lib, specDir, c.bin("vgpu-cdi-hook"), c.bin("fake-mps-control"))
 	if c.DevicePluginHAMi {
 		body += "  hami: true\n"
 	}
-	return path, os.WriteFile(path, []byte(body), 0o644)
+	return body
+}
+
+// nodeDevicePluginConfig is the configuration file of node's plugin: the
+// shared one, or its own with the node's DevicePluginNodeConfig appended.
+func (c Config) nodeDevicePluginConfig(node, shared string) (string, error) {
+	extra, ok := c.DevicePluginNodeConfig[node]
+	if !ok {
+		return shared, nil
+	}
+	if c.DevicePluginGroup > 1 {
+		return "", fmt.Errorf("DevicePluginNodeConfig for node %s: needs one device plugin process per node (DevicePluginGroup %d)", node, c.DevicePluginGroup)
+	}
+	path := filepath.Join(c.StateDir, "device-plugin-"+node+".yaml")
+	return path, os.WriteFile(path, []byte(c.devicePluginConfigBody()+strings.TrimSuffix(extra, "\n")+"\n"), 0o644)
 }
 
 // ensureNodeAgents starts the emulator and the device plugins that are not
@@ -106,7 +127,11 @@ func (cl *Cluster) ensureNodeAgents(ctx context.Context) error {
 	procs := []proc{{name: EmulatorName, args: []string{c.bin("kubelet-emulator"), kubeconfig,
 		"--base-dir=" + c.SocketDir, "--nodes-from=" + c.SimFile}}}
 	for _, h := range c.PluginHosts(cl.nodeNames()) {
-		procs = append(procs, c.pluginProc(h, kubeconfig, dpConf, emu))
+		conf, err := c.nodeDevicePluginConfig(h.Nodes[0], dpConf)
+		if err != nil {
+			return err
+		}
+		procs = append(procs, c.pluginProc(h, kubeconfig, conf, emu))
 	}
 	for _, p := range procs {
 		if pid, alive := c.running(p.name); alive && c.outdated(p.name, p.args[0]) {

@@ -103,6 +103,12 @@ type Config struct {
 	// NoDevicePluginMetrics: the simulated device plugins serve no /metrics
 	// (a thousand nodes would take a thousand ports).
 	NoDevicePluginMetrics bool
+	// DevicePluginNodeConfig: node → YAML appended to that node's device
+	// plugin configuration (top-level keys the shared file does not set, such
+	// as sharing), written to its own file; a scenario sets it, restarts that
+	// node's plugin, and restores the shared file the same way. One process
+	// per node only (DevicePluginGroup 0 or 1).
+	DevicePluginNodeConfig map[string]string
 }
 
 // DefaultConfig lays everything out under root/_output.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/volcano-vgpu/volcano-vgpu/api"
 	dpconfig "github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/containeremu"
 )
@@ -61,6 +62,62 @@ func TestDevicePluginConfigHAMi(t *testing.T) {
 		if !got.CDI.On() || !strings.HasPrefix(got.CDI.SpecDir, cfg.SocketDir+"/") || got.CDI.HookPath != filepath.Join(cfg.BinDir, "vgpu-cdi-hook") {
 			t.Errorf("cdi = %+v, want CDI mode with specDir under %s and the hook in %s", got.CDI, cfg.SocketDir, cfg.BinDir)
 		}
+	}
+}
+
+// A node's own device plugin configuration: the shared file plus its
+// settings, valid for the plugin's strict parser; other nodes keep the
+// shared file.
+func TestNodeDevicePluginConfig(t *testing.T) {
+	const uuid = "GPU-00000000-0000-0000-0000-000000000001"
+	for _, tc := range []struct {
+		name, node string
+		group      int
+		wantOwn    bool
+		wantMode   api.GPUMode
+		wantErr    string
+	}{
+		{name: "the node with its own settings", node: "l4-0", wantOwn: true, wantMode: api.ModeMPS},
+		{name: "another node reads the shared file", node: "l4-1", wantMode: api.ModeTimeSliced},
+		{name: "grouped plugins cannot take one node's settings", node: "l4-0", group: 4, wantErr: "one device plugin process per node"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.Root = t.TempDir()
+			cfg.SocketDir = filepath.Join(cfg.Root, "nodes")
+			cfg.DevicePluginGroup = tc.group
+			cfg.DevicePluginNodeConfig = map[string]string{"l4-0": "sharing:\n  gpus:\n    " + uuid + ": mps\n"}
+			if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			shared, err := cfg.devicePluginConfig()
+			if err != nil {
+				t.Fatal(err)
+			}
+			path, err := cfg.nodeDevicePluginConfig(tc.node, shared)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if own := path != shared; own != tc.wantOwn {
+				t.Errorf("own file %t (%s), want %t", own, path, tc.wantOwn)
+			}
+			got, err := dpconfig.Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m := got.Sharing.ModeFor(tc.node, "NVIDIA L4", uuid); m != tc.wantMode {
+				t.Errorf("mode of %s = %s, want %s", uuid, m, tc.wantMode)
+			}
+			if want := filepath.Join(cfg.BinDir, "fake-mps-control"); got.MPS.ControlCommand != want {
+				t.Errorf("mps.controlCommand = %q, want the fake %s", got.MPS.ControlCommand, want)
+			}
+		})
 	}
 }
 

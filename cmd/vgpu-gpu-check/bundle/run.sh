@@ -5,16 +5,21 @@
 # vgpu-gpu-check under a total deadline and writes its table to stdout and to
 # a file (default: $OUT/ when $OUT is set, else this folder). Without a GPU it
 # says so and exits 0. (GPU_CHECK_ASSUME_GPU=1 skips that test: the check's own
-# tests run this script on the project's fake driver.)
+# tests run this script on the project's fake driver.) GPU_CHECK_SKIP=LIST
+# leaves row groups out as --skip does (GPU_CHECK_SKIP=mps: no MPS daemon).
+# The mps rows start their own nvidia-cuda-mps-control daemon in a temp dir and
+# stop it; they never change the GPU's compute mode.
 set -u
 DIR=$(cd "$(dirname "$0")" && pwd)
 
 usage() {
 	cat <<'USAGE'
 usage: ./run.sh [flags]
-  --deadline D          total deadline, seconds or with s/m (default 6m); rows that no longer fit are skipped
+  --deadline D          total deadline, seconds or with s/m (default 7m); rows that no longer fit are skipped
   --scenario-timeout D  timeout of one row (default 60s); a row cut by it reads TIMEOUT
-  --only LIST           row groups: context,memory,single,pair,mixed,triple,balance (default all)
+  --only LIST           row groups: context,memory,single,pair,mixed,triple,balance,mps (default all)
+  --skip LIST           row groups to leave out (default $GPU_CHECK_SKIP, e.g. mps)
+  --mps-control CMD     nvidia-cuda-mps-control of the mps rows (default: the one in PATH)
   --use LIST            programs: pytorch,cupy,probe (default all found)
   --share-program P     program of the single/pair/triple/balance rows (default pytorch)
   --seconds N           how long each share tenant runs (default 10)
@@ -38,7 +43,7 @@ secs() {
 	echo $((n * mult))
 }
 
-deadline=360 timeout=60 only= use= share= seconds= cap= out= plan=
+deadline=420 timeout=60 only= skip=${GPU_CHECK_SKIP:-} mpsctl= use= share= seconds= cap= out= plan=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-h | --help) usage; exit 0 ;;
@@ -50,6 +55,8 @@ while [ $# -gt 0 ]; do
 	--deadline) deadline=$(secs "$2" "$1") || exit 2 ;;
 	--scenario-timeout) timeout=$(secs "$2" "$1") || exit 2 ;;
 	--only) only=$2 ;;
+	--skip) skip=$2 ;;
+	--mps-control) mpsctl=$2 ;;
 	--use) use=$2 ;;
 	--share-program) share=$2 ;;
 	--seconds) seconds=$2 ;;
@@ -63,6 +70,7 @@ done
 if [ -n "$plan" ]; then
 	set -- -plan -deadline "${deadline}s" -scenario-timeout "${timeout}s"
 	[ -n "$only" ] && set -- "$@" -only "$only"
+	[ -n "$skip" ] && set -- "$@" -skip "$skip"
 	[ -n "$use" ] && set -- "$@" -use "$use"
 	[ -n "$share" ] && set -- "$@" -share-program "$share"
 	[ -n "$seconds" ] && set -- "$@" -seconds "$seconds"
@@ -91,10 +99,10 @@ mkdir -p "$(dirname "$out")" || exit 1
 work=$(mktemp -d "${TMPDIR:-/tmp}/vgpu-gpu-check.XXXXXX") || exit 1
 nvidia-smi >"${out%.txt}.nvidia-smi.txt" 2>&1 || true
 
-# The probe runs in the context, memory and mixed rows, and in every share row with --share-program probe.
+# The probe runs in the context, memory, mixed and mps rows, and in every share row with --share-program probe.
 probe=off
 need=no
-case ",${only:-context}," in *,context,* | *,memory,* | *,mixed,*) need=yes ;; esac
+case ",${only:-context}," in *,context,* | *,memory,* | *,mixed,* | *,mps,*) need=yes ;; esac
 [ "$share" = probe ] && need=yes
 case ",${use:-probe},$need" in
 *,probe,*yes)
@@ -120,6 +128,8 @@ fi
 set -- -lib "$DIR/libvcuda.so" -programs "$DIR/programs" -probe "$probe" -work "$work" -out "$out" \
 	-deadline "${left}s" -scenario-timeout "${timeout}s"
 [ -n "$only" ] && set -- "$@" -only "$only"
+[ -n "$skip" ] && set -- "$@" -skip "$skip"
+[ -n "$mpsctl" ] && set -- "$@" -mps-control "$mpsctl"
 [ -n "$use" ] && set -- "$@" -use "$use"
 [ -n "$share" ] && set -- "$@" -share-program "$share"
 [ -n "$seconds" ] && set -- "$@" -seconds "$seconds"
