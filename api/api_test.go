@@ -73,8 +73,8 @@ func TestDecodeInventoryErrors(t *testing.T) {
 		{"matrix too small", strings.Replace(good, `[[0,12],[12,0]]`, `[[0,12]]`, 1), "field nvlinks: expected a 2×2 matrix"},
 		{"bad pcie level", strings.Replace(good, `"pcie":[[0,4],[4,0]]`, `"pcie":[[0,9],[9,0]]`, 1), "field pcie[0][1]: expected a PCIe level"},
 		{"trailing data", good + "{}", "expected a single JSON object"},
-		{"mode not served yet", strings.Replace(good, `"mode":"mps"`, `"mode":"mig"`, 1), `field gpus[1].mode: expected one of time-sliced, mps (MIG is not served by this release), got "mig"`},
-		{"mode in Volcano's spelling", strings.Replace(good, `"mode":"mps"`, `"mode":"hami-core"`, 1), `field gpus[1].mode: expected one of time-sliced, mps, got "hami-core"`},
+		{"mode mig without MIG state", strings.Replace(good, `"mode":"mps"`, `"mode":"mig"`, 1), `field gpus[1].mig: expected the GPU's MIG profiles for a GPU in mode mig, got none`},
+		{"mode in Volcano's spelling", strings.Replace(good, `"mode":"mps"`, `"mode":"hami-core"`, 1), `field gpus[1].mode: expected one of time-sliced, mps, mig, got "hami-core"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -49,6 +49,9 @@ type GPU struct {
 	// Mode is how the GPU is shared (ServedModes); "" (plugins older than
 	// the field) is time-sliced. Use SharingMode to read it.
 	Mode GPUMode `json:"mode,omitempty"`
+	// MIG: the profiles, placements and instances of a GPU in mode mig;
+	// nil in every other mode.
+	MIG *MIG `json:"mig,omitempty"`
 }
 
 // SharingMode is g.Mode, time-sliced where the inventory names none.
@@ -109,6 +112,11 @@ func DecodeInventory(value string) (Inventory, error) {
 	if err := inv.validate(); err != nil {
 		return Inventory{}, err
 	}
+	for _, g := range inv.GPUs {
+		if g.MIG != nil && len(g.MIG.Instances) == 0 {
+			g.MIG.Instances = nil // "instances":[] reads as none, as the encoder writes it
+		}
+	}
 	return inv, nil
 }
 
@@ -140,8 +148,18 @@ func (inv *Inventory) validate() error {
 			return fieldErr(k, f("maxShares"), fmt.Sprintf("an integer from 1 to %d", MaxShares), g.MaxShares)
 		}
 		if g.Mode != "" {
-			if _, err := ParseGPUMode(k, g.Mode); err != nil {
+			if _, err := parseInventoryMode(k, g.Mode); err != nil {
 				return fieldErr(k, f("mode"), err.(*FieldError).Expected, fmt.Sprintf("%q", g.Mode))
+			}
+		}
+		switch {
+		case g.Mode == ModeMIG && g.MIG == nil:
+			return fieldErr(k, f("mig"), "the GPU's MIG profiles for a GPU in mode mig", "none")
+		case g.Mode != ModeMIG && g.MIG != nil:
+			return fieldErr(k, f("mig"), "no MIG state outside mode mig", "mode "+string(g.SharingMode()))
+		case g.MIG != nil:
+			if err := g.MIG.validate(k, f); err != nil {
+				return err
 			}
 		}
 		if j, dup := uuids[g.UUID]; dup {

@@ -87,9 +87,9 @@ func lowerASCII(b byte) byte {
 
 // GPUMode is how a GPU is shared between its tenants: one vocabulary from
 // the device plugin's configuration and the node inventory to the pod
-// annotation (Volcano's spellings) and the placement core. The device plugin
-// serves time-sliced and MPS GPUs (ServedModes); MIG GPUs join the same type
-// when it publishes them.
+// annotation (Volcano's spellings) and the placement core. The inventory
+// carries every mode (a MIG GPU with its MIG state); the device plugin's
+// configuration accepts ServedModes.
 type GPUMode string
 
 const (
@@ -146,6 +146,19 @@ func ParseGPUMode(key string, v GPUMode) (GPUMode, error) {
 	}
 	if v == ModeMIG {
 		return "", fieldErr(key, "", "one of "+strings.Join(names, ", ")+" (MIG is not served by this release)", fmt.Sprintf("%q", v))
+	}
+	return "", fieldErr(key, "", "one of "+strings.Join(names, ", "), fmt.Sprintf("%q", v))
+}
+
+// parseInventoryMode reads a mode as the node inventory spells it: every
+// mode, MIG included (a MIG GPU carries its MIG state beside it).
+func parseInventoryMode(key string, v GPUMode) (GPUMode, error) {
+	names := make([]string, 0, len(volcanoModes()))
+	for _, m := range volcanoModes() {
+		if v == m.mode {
+			return m.mode, nil
+		}
+		names = append(names, string(m.mode))
 	}
 	return "", fieldErr(key, "", "one of "+strings.Join(names, ", "), fmt.Sprintf("%q", v))
 }
