@@ -73,7 +73,7 @@ func TestDecodeInventoryErrors(t *testing.T) {
 		{"matrix too small", strings.Replace(good, `[[0,12],[12,0]]`, `[[0,12]]`, 1), "field nvlinks: expected a 2×2 matrix"},
 		{"bad pcie level", strings.Replace(good, `"pcie":[[0,4],[4,0]]`, `"pcie":[[0,9],[9,0]]`, 1), "field pcie[0][1]: expected a PCIe level"},
 		{"trailing data", good + "{}", "expected a single JSON object"},
-		{"mode mig without MIG state", strings.Replace(good, `"mode":"mps"`, `"mode":"mig"`, 1), `field gpus[1].mig: expected the GPU's MIG profiles for a GPU in mode mig, got none`},
+		{"mode mig without MIG state", strings.Replace(good, `"mode":"mps"`, `"mode":"mig"`, 1), `field gpus[1].mig: expected the GPU's MIG profiles for a healthy GPU in mode mig, got none`},
 		{"mode in Volcano's spelling", strings.Replace(good, `"mode":"mps"`, `"mode":"hami-core"`, 1), `field gpus[1].mode: expected one of time-sliced, mps, mig, got "hami-core"`},
 	}
 	for _, tc := range tests {
@@ -312,8 +312,8 @@ func TestParseGPUMode(t *testing.T) {
 	}{
 		{name: "time-sliced", in: "time-sliced", want: ModeTimeSliced},
 		{name: "mps", in: "mps", want: ModeMPS},
-		{name: "mig comes later", in: "mig", wantErr: `sharing.mode: expected one of time-sliced, mps (MIG is not served by this release), got "mig"`},
-		{name: "Volcano's hami-core is not the config's spelling", in: "hami-core", wantErr: `sharing.mode: expected one of time-sliced, mps, got "hami-core"`},
+		{name: "mig", in: "mig", want: ModeMIG},
+		{name: "Volcano's hami-core is not the config's spelling", in: "hami-core", wantErr: `sharing.mode: expected one of time-sliced, mps, mig, got "hami-core"`},
 		{name: "case matters", in: "MPS", wantErr: `got "MPS"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

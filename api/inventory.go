@@ -49,8 +49,9 @@ type GPU struct {
 	// Mode is how the GPU is shared (ServedModes); "" (plugins older than
 	// the field) is time-sliced. Use SharingMode to read it.
 	Mode GPUMode `json:"mode,omitempty"`
-	// MIG: the profiles, placements and instances of a GPU in mode mig;
-	// nil in every other mode.
+	// MIG: the profiles, placements and instances of a GPU in mode mig
+	// (nil only when it is unhealthy and NVML could not describe it); nil in
+	// every other mode.
 	MIG *MIG `json:"mig,omitempty"`
 }
 
@@ -148,13 +149,14 @@ func (inv *Inventory) validate() error {
 			return fieldErr(k, f("maxShares"), fmt.Sprintf("an integer from 1 to %d", MaxShares), g.MaxShares)
 		}
 		if g.Mode != "" {
-			if _, err := parseInventoryMode(k, g.Mode); err != nil {
+			if _, err := ParseGPUMode(k, g.Mode); err != nil {
 				return fieldErr(k, f("mode"), err.(*FieldError).Expected, fmt.Sprintf("%q", g.Mode))
 			}
 		}
 		switch {
-		case g.Mode == ModeMIG && g.MIG == nil:
-			return fieldErr(k, f("mig"), "the GPU's MIG profiles for a GPU in mode mig", "none")
+		case g.Mode == ModeMIG && g.MIG == nil && g.Healthy:
+			// an unhealthy one may lack it: NVML could not describe the GPU
+			return fieldErr(k, f("mig"), "the GPU's MIG profiles for a healthy GPU in mode mig", "none")
 		case g.Mode != ModeMIG && g.MIG != nil:
 			return fieldErr(k, f("mig"), "no MIG state outside mode mig", "mode "+string(g.SharingMode()))
 		case g.MIG != nil:

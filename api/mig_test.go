@@ -55,7 +55,7 @@ func TestDecodeMIGInventoryErrors(t *testing.T) {
 		want   string
 	}{
 		{"mig mode without MIG state", func(g *GPU) { g.MIG = nil },
-			"field gpus[1].mig: expected the GPU's MIG profiles for a GPU in mode mig, got none"},
+			"field gpus[1].mig: expected the GPU's MIG profiles for a healthy GPU in mode mig, got none"},
 		{"MIG state on a time-sliced GPU", func(g *GPU) { g.Mode = ModeTimeSliced },
 			"field gpus[1].mig: expected no MIG state outside mode mig, got mode time-sliced"},
 		{"MIG state on a GPU with no mode", func(g *GPU) { g.Mode = "" },
@@ -222,4 +222,14 @@ func TestDecodeMIGAssignmentErrors(t *testing.T) {
 func jsonMarshal(v any) (string, error) {
 	b, err := json.Marshal(v)
 	return string(b), err
+}
+
+// A GPU NVML could not describe is published unhealthy, in its configured
+// mode, without MIG state.
+func TestUnhealthyMIGGPUWithoutState(t *testing.T) {
+	inv := migInventory()
+	inv.GPUs[1].MIG, inv.GPUs[1].Healthy = nil, false
+	if _, err := EncodeInventory(inv); err != nil {
+		t.Errorf("EncodeInventory: %v", err)
+	}
 }
