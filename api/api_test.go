@@ -162,6 +162,12 @@ func TestParsePodOptions(t *testing.T) {
 			want: PodOptions{TypeInclude: []string{"A100"}}},
 		{name: "deviceshare include contradicting ours", ann: map[string]string{DeviceShareTypeIncludeKey: "H100", GPUTypeIncludeKey: "A100"},
 			wantErr: DeviceShareTypeIncludeKey + `: expected the same models as ` + GPUTypeIncludeKey + ` ("A100"), or only one of the two annotations, got "H100"`},
+		{name: "mig-profile makes a MIG ask", ann: map[string]string{MIGProfileKey: " 1g.10gb "}, want: PodOptions{Mode: ModeMIG, MIGProfile: "1g.10gb"}},
+		{name: "mig-profile beside vgpu-mode mig", ann: map[string]string{MIGProfileKey: "3g.40gb", VolcanoModeKey: "mig"}, want: PodOptions{Mode: ModeMIG, MIGProfile: "3g.40gb"}},
+		{name: "mig-profile beside another mode", ann: map[string]string{MIGProfileKey: "1g.10gb", VolcanoModeKey: "hami-core"},
+			wantErr: MIGProfileKey + `: expected a pod in MIG mode (volcano.sh/vgpu-mode: mig, or no volcano.sh/vgpu-mode), got volcano.sh/vgpu-mode: hami-core`},
+		{name: "mig-profile not a profile", ann: map[string]string{MIGProfileKey: "10gb"},
+			wantErr: MIGProfileKey + `: expected a MIG profile name such as 1g.10gb or 1g.10gb+me`},
 		{name: "typo key", ann: map[string]string{Prefix + "topolgy": "none"}, wantErr: Prefix + "topolgy: expected one of the known annotations"},
 
 		// Volcano deviceshare's keys, one by one.
