@@ -235,3 +235,32 @@ func TestMIGApplyRelease(t *testing.T) {
 		t.Errorf("the released half does not fit again: %v", messages(reasons))
 	}
 }
+
+// BenchmarkFitMIG: a MIG ask on an 8-GPU MIG node whose GPUs hold two 1g
+// instances each, booked by earlier pods (Fit, then Apply, as the session does).
+func BenchmarkFitMIG(b *testing.B) {
+	node := pt.Node("n").GPUs(8, a100x40, 40960).MIG(pt.MIGA100x40()).Obj()
+	var f placement.Fitter
+	for range 16 {
+		p, reasons := f.Fit(migReq(4096).Policy(placement.Spread).Obj(), node, nil)
+		if len(reasons) > 0 {
+			b.Fatal(messages(reasons))
+		}
+		if err := placement.Apply(node, p.Clone()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		req  *placement.Request
+	}{{"memory", migReq(4096).Obj()}, {"profile", migReq(0).MIGProfile("3g.20gb").Obj()}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, reasons := f.Fit(tc.req, node, nil); len(reasons) > 0 {
+					b.Fatal(messages(reasons))
+				}
+			}
+		})
+	}
+}
