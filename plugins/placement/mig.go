@@ -193,11 +193,13 @@ func migRoom(g *GPU, u *migUse) [2]int {
 // instance on GPU pos with u booked.
 func (f *Fitter) migCheck(pos int, c *Container, u *migUse) (migCand, Code) {
 	g := &f.node.GPUs[pos]
-	switch {
-	case !g.Healthy:
+	if !g.Healthy {
 		return migCand{}, CodeUnhealthy
-	case f.req.admits(g) != CodeOK:
-		return migCand{}, f.req.admits(g)
+	}
+	if code := f.req.admits(g); code != CodeOK {
+		return migCand{}, code
+	}
+	switch {
 	case f.req.SpreadGroup && f.sib[pos] > 0:
 		return migCand{}, CodeGroupShared
 	case g.MIG == nil:
