@@ -73,8 +73,8 @@ func TestDecodeInventoryErrors(t *testing.T) {
 		{"matrix too small", strings.Replace(good, `[[0,12],[12,0]]`, `[[0,12]]`, 1), "field nvlinks: expected a 2×2 matrix"},
 		{"bad pcie level", strings.Replace(good, `"pcie":[[0,4],[4,0]]`, `"pcie":[[0,9],[9,0]]`, 1), "field pcie[0][1]: expected a PCIe level"},
 		{"trailing data", good + "{}", "expected a single JSON object"},
-		{"mode not served yet", strings.Replace(good, `"mode":"mps"`, `"mode":"mig"`, 1), `field gpus[1].mode: expected one of time-sliced, mps (MIG is not served by this release), got "mig"`},
-		{"mode in Volcano's spelling", strings.Replace(good, `"mode":"mps"`, `"mode":"hami-core"`, 1), `field gpus[1].mode: expected one of time-sliced, mps, got "hami-core"`},
+		{"mode mig without MIG state", strings.Replace(good, `"mode":"mps"`, `"mode":"mig"`, 1), `field gpus[1].mig: expected the GPU's MIG profiles for a healthy GPU in mode mig, got none`},
+		{"mode in Volcano's spelling", strings.Replace(good, `"mode":"mps"`, `"mode":"hami-core"`, 1), `field gpus[1].mode: expected one of time-sliced, mps, mig, got "hami-core"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -162,6 +162,12 @@ func TestParsePodOptions(t *testing.T) {
 			want: PodOptions{TypeInclude: []string{"A100"}}},
 		{name: "deviceshare include contradicting ours", ann: map[string]string{DeviceShareTypeIncludeKey: "H100", GPUTypeIncludeKey: "A100"},
 			wantErr: DeviceShareTypeIncludeKey + `: expected the same models as ` + GPUTypeIncludeKey + ` ("A100"), or only one of the two annotations, got "H100"`},
+		{name: "mig-profile makes a MIG ask", ann: map[string]string{MIGProfileKey: " 1g.10gb "}, want: PodOptions{Mode: ModeMIG, MIGProfile: "1g.10gb"}},
+		{name: "mig-profile beside vgpu-mode mig", ann: map[string]string{MIGProfileKey: "3g.40gb", VolcanoModeKey: "mig"}, want: PodOptions{Mode: ModeMIG, MIGProfile: "3g.40gb"}},
+		{name: "mig-profile beside another mode", ann: map[string]string{MIGProfileKey: "1g.10gb", VolcanoModeKey: "hami-core"},
+			wantErr: MIGProfileKey + `: expected a pod in MIG mode (volcano.sh/vgpu-mode: mig, or no volcano.sh/vgpu-mode), got volcano.sh/vgpu-mode: hami-core`},
+		{name: "mig-profile not a profile", ann: map[string]string{MIGProfileKey: "10gb"},
+			wantErr: MIGProfileKey + `: expected a MIG profile name such as 1g.10gb or 1g.10gb+me`},
 		{name: "typo key", ann: map[string]string{Prefix + "topolgy": "none"}, wantErr: Prefix + "topolgy: expected one of the known annotations"},
 
 		// Volcano deviceshare's keys, one by one.
@@ -312,8 +318,8 @@ func TestParseGPUMode(t *testing.T) {
 	}{
 		{name: "time-sliced", in: "time-sliced", want: ModeTimeSliced},
 		{name: "mps", in: "mps", want: ModeMPS},
-		{name: "mig comes later", in: "mig", wantErr: `sharing.mode: expected one of time-sliced, mps (MIG is not served by this release), got "mig"`},
-		{name: "Volcano's hami-core is not the config's spelling", in: "hami-core", wantErr: `sharing.mode: expected one of time-sliced, mps, got "hami-core"`},
+		{name: "mig", in: "mig", want: ModeMIG},
+		{name: "Volcano's hami-core is not the config's spelling", in: "hami-core", wantErr: `sharing.mode: expected one of time-sliced, mps, mig, got "hami-core"`},
 		{name: "case matters", in: "MPS", wantErr: `got "MPS"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

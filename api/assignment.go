@@ -25,6 +25,9 @@ type DeviceShare struct {
 	UUID      string `json:"uuid"`
 	MemoryMiB int64  `json:"memoryMiB"`
 	Cores     int    `json:"cores"` // percent of one GPU; 100 = exclusive
+	// MIG: the container gets this MIG instance of the GPU, not a share of
+	// the GPU; nil for a time-sliced or MPS share.
+	MIG *MIGDevice `json:"mig,omitempty"`
 }
 
 // ContainerAssignment lists the GPUs of one container.
@@ -126,6 +129,11 @@ func (a *Assignment) validate() error {
 				return fieldErr(k, df("memoryMiB"), "a positive number of MiB", d.MemoryMiB)
 			case d.Cores < 0 || d.Cores > 100:
 				return fieldErr(k, df("cores"), "a percentage from 0 to 100", d.Cores)
+			}
+			if d.MIG != nil {
+				if err := d.MIG.validate(k, df); err != nil {
+					return err
+				}
 			}
 			uuids[d.UUID] = true
 		}

@@ -8,10 +8,12 @@
 //
 // Payloads:
 //   - Inventory (node annotation InventoryKey): the node's GPUs, their pairwise
-//     links and a heartbeat, published by the device plugin.
+//     links and a heartbeat, published by the device plugin; a GPU in mode
+//     mig carries its MIG profiles, their legal placements and its instances.
 //   - Assignment (pod annotation AssignmentKey): per container, the GPUs and
-//     the memory/cores share on each, written by the scheduler after the gang
-//     commits and read by the device plugin in Allocate.
+//     the memory/cores share on each (on a MIG GPU: the profile and placement
+//     of its instance), written by the scheduler after the gang commits and
+//     read by the device plugin in Allocate.
 //   - LimiterConfig (a binary file): the limits one container's libvcuda.so
 //     enforces, written by the device plugin, mirrored in vcuda/include/vcuda_config.h.
 package api

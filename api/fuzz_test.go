@@ -13,6 +13,12 @@ import (
 func FuzzDecodeInventory(f *testing.F) {
 	good, _ := EncodeInventory(pairInventory())
 	f.Add(good)
+	withMIG, _ := EncodeInventory(migInventory())
+	f.Add(withMIG)
+	noInstances := migInventory()
+	noInstances.GPUs[1].MIG.Instances = nil
+	s, _ := EncodeInventory(noInstances)
+	f.Add(strings.Replace(s, `"profiles"`, `"instances":[],"profiles"`, 1))
 	f.Add(`{"version":"v1"}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		inv, err := DecodeInventory(s)
@@ -37,6 +43,8 @@ func FuzzDecodeInventory(f *testing.F) {
 func FuzzDecodeAssignment(f *testing.F) {
 	good, _ := EncodeAssignment(sampleAssignment())
 	f.Add(good)
+	withMIG, _ := EncodeAssignment(migAssignment())
+	f.Add(withMIG)
 	f.Add(`{"version":"v1","containers":[]}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		a, err := DecodeAssignment(s)

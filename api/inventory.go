@@ -49,6 +49,10 @@ type GPU struct {
 	// Mode is how the GPU is shared (ServedModes); "" (plugins older than
 	// the field) is time-sliced. Use SharingMode to read it.
 	Mode GPUMode `json:"mode,omitempty"`
+	// MIG: the profiles, placements and instances of a GPU in mode mig
+	// (nil only when it is unhealthy and NVML could not describe it); nil in
+	// every other mode.
+	MIG *MIG `json:"mig,omitempty"`
 }
 
 // SharingMode is g.Mode, time-sliced where the inventory names none.
@@ -109,6 +113,11 @@ func DecodeInventory(value string) (Inventory, error) {
 	if err := inv.validate(); err != nil {
 		return Inventory{}, err
 	}
+	for _, g := range inv.GPUs {
+		if g.MIG != nil && len(g.MIG.Instances) == 0 {
+			g.MIG.Instances = nil // "instances":[] reads as none, as the encoder writes it
+		}
+	}
 	return inv, nil
 }
 
@@ -142,6 +151,17 @@ func (inv *Inventory) validate() error {
 		if g.Mode != "" {
 			if _, err := ParseGPUMode(k, g.Mode); err != nil {
 				return fieldErr(k, f("mode"), err.(*FieldError).Expected, fmt.Sprintf("%q", g.Mode))
+			}
+		}
+		switch {
+		case g.Mode == ModeMIG && g.MIG == nil && g.Healthy:
+			// an unhealthy one may lack it: NVML could not describe the GPU
+			return fieldErr(k, f("mig"), "the GPU's MIG profiles for a healthy GPU in mode mig", "none")
+		case g.Mode != ModeMIG && g.MIG != nil:
+			return fieldErr(k, f("mig"), "no MIG state outside mode mig", "mode "+string(g.SharingMode()))
+		case g.MIG != nil:
+			if err := g.MIG.validate(k, f); err != nil {
+				return err
 			}
 		}
 		if j, dup := uuids[g.UUID]; dup {

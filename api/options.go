@@ -47,6 +47,9 @@ type PodOptions struct {
 	// SpreadGroup: no GPU already holding a pod of the same PodGroup
 	// (VolcanoPodGroupPolicyKey: spread).
 	SpreadGroup bool
+	// MIGProfile: the MIG profile of every GPU container (MIGProfileKey);
+	// set, Mode is mig.
+	MIGProfile string
 }
 
 // ParsePodOptions reads the pod annotations this project owns and those of
@@ -76,6 +79,13 @@ func ParsePodOptions(annotations map[string]string) (PodOptions, error) {
 	if err := o.deviceShareFilters(annotations); err != nil {
 		return PodOptions{}, err
 	}
+	if o.MIGProfile != "" {
+		if o.Mode != "" && o.Mode != ModeMIG {
+			return PodOptions{}, fieldErr(MIGProfileKey, "", fmt.Sprintf("a pod in MIG mode (%s: %s, or no %s)", VolcanoModeKey, ModeMIG.Volcano(), VolcanoModeKey),
+				fmt.Sprintf("%s: %s", VolcanoModeKey, o.Mode.Volcano()))
+		}
+		o.Mode = ModeMIG
+	}
 	return o, nil
 }
 
@@ -100,6 +110,9 @@ func (o *PodOptions) own(k, v string) error {
 		o.NodePolicy, err = ParsePolicy(k, v)
 	case ComputePolicyKey:
 		o.ComputePolicy, err = ParseComputePolicy(k, v)
+	case MIGProfileKey:
+		o.MIGProfile = strings.TrimSpace(v)
+		_, err = ParseMIGProfileName(k, o.MIGProfile)
 	default:
 		return fieldErr(k, "", "one of the known annotations "+strings.Join(podKeys(), ", "), "an unknown key")
 	}
@@ -185,7 +198,7 @@ func ParseComputePolicy(key, v string) (ComputePolicy, error) {
 
 func podKeys() []string {
 	return []string{AssignmentKey, RequestsKey, GPUTypeIncludeKey, GPUTypeExcludeKey, GPUUUIDIncludeKey, GPUUUIDExcludeKey,
-		TopologyKey, DevicePolicyKey, NodePolicyKey, ComputePolicyKey}
+		TopologyKey, DevicePolicyKey, NodePolicyKey, ComputePolicyKey, MIGProfileKey}
 }
 
 // parseEnum matches v against allowed, ignoring case and surrounding space.

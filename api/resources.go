@@ -49,6 +49,10 @@ const (
 	NodePolicyKey   = Prefix + "node-policy"
 	// ComputePolicyKey: fixed, balance or none (limiter behaviour).
 	ComputePolicyKey = Prefix + "compute-policy"
+	// MIGProfileKey: the MIG profile each GPU container gets (1g.10gb),
+	// instead of the smallest profile that holds its memory; the pod is a
+	// MIG ask (volcano.sh/vgpu-mode: mig, or no mode).
+	MIGProfileKey = Prefix + "mig-profile"
 
 	// DeviceShareTypeIncludeKey / DeviceShareTypeExcludeKey are Volcano
 	// deviceshare's model filters, honoured so its Job specs behave the same:

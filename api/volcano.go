@@ -87,9 +87,9 @@ func lowerASCII(b byte) byte {
 
 // GPUMode is how a GPU is shared between its tenants: one vocabulary from
 // the device plugin's configuration and the node inventory to the pod
-// annotation (Volcano's spellings) and the placement core. The device plugin
-// serves time-sliced and MPS GPUs (ServedModes); MIG GPUs join the same type
-// when it publishes them.
+// annotation (Volcano's spellings) and the placement core. The device
+// plugin serves every mode (ServedModes); a MIG GPU's inventory carries its
+// MIG state.
 type GPUMode string
 
 const (
@@ -131,21 +131,18 @@ func (m GPUMode) String() string {
 }
 
 // ServedModes are the modes the device plugin can run a GPU in, in the order
-// its configuration lists them. MIG is not among them yet.
-func ServedModes() []GPUMode { return []GPUMode{ModeTimeSliced, ModeMPS} }
+// its configuration lists them.
+func ServedModes() []GPUMode { return []GPUMode{ModeTimeSliced, ModeMPS, ModeMIG} }
 
 // ParseGPUMode reads a mode as the device plugin's configuration and the
 // node inventory spell it (ServedModes), found under key.
 func ParseGPUMode(key string, v GPUMode) (GPUMode, error) {
-	names := make([]string, 0, 2)
+	names := make([]string, 0, len(ServedModes()))
 	for _, m := range ServedModes() {
 		if v == m {
 			return m, nil
 		}
 		names = append(names, string(m))
-	}
-	if v == ModeMIG {
-		return "", fieldErr(key, "", "one of "+strings.Join(names, ", ")+" (MIG is not served by this release)", fmt.Sprintf("%q", v))
 	}
 	return "", fieldErr(key, "", "one of "+strings.Join(names, ", "), fmt.Sprintf("%q", v))
 }

@@ -45,6 +45,7 @@ func (b brokenLib) Devices() ([]gpu.Device, error)              { return nil, b.
 func (b brokenLib) Topology([]gpu.Device) (gpu.Topology, error) { return gpu.Topology{}, b.err }
 func (b brokenLib) Events([]gpu.Device) (gpu.Events, error)     { return nil, b.err }
 func (b brokenLib) Probe(string) error                          { return b.err }
+func (b brokenLib) MIG(string) (gpu.MIG, error)                 { return gpu.MIG{}, b.err }
 func (b brokenLib) Shutdown()                                   {}
 
 func TestRunNodeReturnsTheDiscoveryError(t *testing.T) {

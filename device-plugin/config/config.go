@@ -40,8 +40,10 @@ type Config struct {
 	Allocate      Allocate          `json:"allocate"`
 	CDI           CDI               `json:"cdi"`
 	MemoryGuard   MemoryGuard       `json:"memoryGuard"`
-	// Sharing is each GPU's sharing mode (time-sliced or mps).
+	// Sharing is each GPU's sharing mode (time-sliced, mps or mig).
 	Sharing Sharing `json:"sharing"`
+	// MIG: the fixed geometries of MIG GPUs (the others are on-demand).
+	MIG MIG `json:"mig"`
 	// MPS runs the MPS control daemons of the MPS GPUs.
 	MPS MPS `json:"mps"`
 	// MaxShares is the number of containers one GPU can serve (vgpu-number
@@ -317,6 +319,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.MPS.validate(); err != nil {
+		return err
+	}
+	if err := c.MIG.validate(c.Sharing); err != nil {
 		return err
 	}
 	if _, err := api.ParseComputePolicy("defaultComputePolicy", string(c.DefaultComputePolicy)); err != nil {

@@ -84,8 +84,32 @@ func TestParse(t *testing.T) {
 				t.Errorf("modes (-want +got):\n%s", d)
 			}
 		}},
-		{name: "sharing: MIG is not served yet", yaml: "version: v1\nsharing:\n  models:\n    A100: mig", wantErr: `sharing.models["A100"]: expected one of time-sliced, mps (MIG is not served by this release), got "mig"`},
-		{name: "sharing: Volcano's spelling is not a mode here", yaml: "version: v1\nsharing:\n  mode: hami-core", wantErr: `sharing.mode: expected one of time-sliced, mps, got "hami-core"`},
+		{name: "sharing: MIG by model, on-demand", yaml: "version: v1\nsharing:\n  models:\n    A100: mig", check: func(t *testing.T, c Config) {
+			if m := c.Sharing.ModeFor("n1", "NVIDIA A100-SXM4-40GB", "GPU-a"); m != api.ModeMIG || c.MIG.GeometryFor("NVIDIA A100-SXM4-40GB", "GPU-a") != nil {
+				t.Errorf("mode %q, geometry %v: want mig, on-demand", m, c.MIG.GeometryFor("NVIDIA A100-SXM4-40GB", "GPU-a"))
+			}
+		}},
+		{name: "sharing: Volcano's spelling is not a mode here", yaml: "version: v1\nsharing:\n  mode: hami-core", wantErr: `sharing.mode: expected one of time-sliced, mps, mig, got "hami-core"`},
+		{name: "mig: fixed geometry by UUID over model", yaml: "version: v1\nsharing:\n  mode: mig\nmig:\n  models:\n    A100: [3g.20gb, 3g.20gb]\n    A100-SXM4-80GB: [7g.80gb]\n  gpus:\n    GPU-b: [1g.5gb, 1g.5gb+me]", check: func(t *testing.T, c Config) {
+			got := map[string]Geometry{}
+			for _, g := range []struct{ model, uuid string }{
+				{"NVIDIA A100-SXM4-40GB", "GPU-a"}, // models: A100
+				{"NVIDIA A100-SXM4-40GB", "GPU-b"}, // gpus beats models
+				{"NVIDIA A100-SXM4-80GB", "GPU-c"}, // the longer model key wins
+				{"NVIDIA H100 80GB HBM3", "GPU-d"}, // no rule: on-demand
+			} {
+				got[g.uuid] = c.MIG.GeometryFor(g.model, g.uuid)
+			}
+			want := map[string]Geometry{"GPU-a": {"3g.20gb", "3g.20gb"}, "GPU-b": {"1g.5gb", "1g.5gb+me"}, "GPU-c": {"7g.80gb"}, "GPU-d": nil}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("geometries (-want +got):\n%s", d)
+			}
+		}},
+		{name: "mig: geometry with no GPU in mode mig", yaml: "version: v1\nmig:\n  models:\n    A100: [7g.40gb]", wantErr: "mig: expected a geometry only where sharing gives a GPU mode mig"},
+		{name: "mig: not a profile name", yaml: "version: v1\nsharing:\n  mode: mig\nmig:\n  models:\n    A100: [3g.20gb, 3g]", wantErr: `mig.models["A100"][1]: expected a MIG profile name such as 1g.10gb`},
+		{name: "mig: more than a GPU's compute slices", yaml: "version: v1\nsharing:\n  mode: mig\nmig:\n  gpus:\n    GPU-a: [4g.20gb, 4g.20gb]", wantErr: `mig.gpus["GPU-a"]: expected instances of at most 7 compute slices together, got 8 (4g.20gb, 4g.20gb)`},
+		{name: "mig: empty geometry", yaml: "version: v1\nsharing:\n  mode: mig\nmig:\n  models:\n    A100: []", wantErr: `mig.models["A100"]: expected a list of MIG profiles`},
+		{name: "mig: bad UUID key", yaml: "version: v1\nsharing:\n  mode: mig\nmig:\n  gpus:\n    \"GPU a\": [7g.40gb]", wantErr: `mig.gpus: expected a GPU UUID such as GPU-5a7c… as the key, got "GPU a"`},
 		{name: "sharing: a bad UUID key", yaml: "version: v1\nsharing:\n  gpus:\n    \"GPU a\": mps", wantErr: `sharing.gpus: expected a GPU UUID such as GPU-5a7c… as the key, got "GPU a"`},
 		{name: "sharing: an empty model key", yaml: "version: v1\nsharing:\n  models:\n    \" \": mps", wantErr: `sharing.models: expected a non-empty substring of a GPU model name`},
 		{name: "sharing: unknown rule kind", yaml: "version: v1\nsharing:\n  uuids:\n    GPU-a: mps", wantErr: `unknown field "sharing.uuids"`},

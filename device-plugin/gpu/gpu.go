@@ -73,6 +73,9 @@ type DeviceLib interface {
 	// Probe asks NVML about one GPU (handle by UUID, memory, PCI, pending
 	// row remapping); nil means it answers and needs no reset.
 	Probe(uuid string) error
+	// MIG reads the MIG mode of GPU uuid and, when it is on, its profiles,
+	// placements and instances.
+	MIG(uuid string) (MIG, error)
 	Shutdown()
 }
 

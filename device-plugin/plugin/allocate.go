@@ -149,6 +149,9 @@ func (p *Plugin) allocateLocked(ids []string, known match.Known) (*pluginapi.Con
 	if err != nil {
 		return nil, rec, false, fmt.Errorf("pod %s/%s: %w", rec.Namespace, rec.Name, err)
 	}
+	if err := p.refuseMIG(rec); err != nil {
+		return nil, rec, false, fmt.Errorf("pod %s/%s: %w", rec.Namespace, rec.Name, err)
+	}
 	threads, err := p.mpsShare(rec)
 	if err != nil {
 		return nil, rec, false, fmt.Errorf("pod %s/%s: %w", rec.Namespace, rec.Name, err)

@@ -100,7 +100,13 @@ func newEnvIn(t testing.TB, stateDir string) *testEnv {
 func newEnvWith(t testing.TB, stateDir string, edit func(*config.Config)) *testEnv {
 	t.Helper()
 	node := simNode(t, testNode)
-	sim := nvmlsim.New(node)
+	return newEnvSim(t, stateDir, nvmlsim.New(node), edit)
+}
+
+// newEnvSim is newEnvWith on the simulated GPUs of sim (a node named testNode).
+func newEnvSim(t testing.TB, stateDir string, sim *nvmlsim.Sim, edit func(*config.Config)) *testEnv {
+	t.Helper()
+	node := sim.Node()
 	lib, err := gpu.New(sim)
 	if err != nil {
 		t.Fatal(err)

@@ -70,6 +70,8 @@ type Plugin struct {
 	described []gpu.Device
 	unnamed   int
 	topo      gpu.Topology
+	// mig: the MIG state each GPU in mode mig publishes (read at start).
+	mig       map[string]*api.MIG
 	health    *health.Tracker
 	metrics   *metrics.Metrics
 	usage     *usage.Tracker   // what the compute controller measured, for the metrics
@@ -125,6 +127,9 @@ func New(ctx context.Context, o Options) (*Plugin, error) {
 	if err := p.discover(ctx); err != nil {
 		return nil, err
 	}
+	if err := p.discoverMIG(ctx); err != nil {
+		return nil, err
+	}
 	if p.topo, err = o.Lib.Topology(p.devices); err != nil {
 		return nil, fmt.Errorf("measuring GPU topology: %w", err)
 	}
@@ -164,11 +169,15 @@ func (p *Plugin) restore(r containerdir.Record) {
 func (p *Plugin) Inventory() api.Inventory {
 	inv := api.Inventory{NVLinks: p.topo.NVLinks, PCIe: p.topo.PCIe}
 	for _, d := range p.devices {
-		inv.GPUs = append(inv.GPUs, api.GPU{
+		g := api.GPU{
 			Index: d.Index, UUID: d.UUID, Model: d.Model, MemoryMiB: d.MemoryMiB,
 			Healthy: p.health.Healthy(d.UUID), NUMA: d.NUMA, MaxShares: p.opts.MaxShares,
-			Mode: p.mode(d),
-		})
+			Mode: p.mode(d), MIG: p.migOf(d.UUID),
+		}
+		if g.Mode == api.ModeMIG && g.MIG == nil {
+			g.Healthy = false // NVML could not describe it at start: no MIG state to offer
+		}
+		inv.GPUs = append(inv.GPUs, g)
 	}
 	return inv
 }

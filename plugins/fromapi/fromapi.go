@@ -49,6 +49,7 @@ func FromInventory(name string, inv api.Inventory) *placement.Node {
 			Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryMiB: g.MemoryMiB,
 			Healthy: g.Healthy, NUMA: g.NUMA, MaxShares: g.MaxShares,
 			Mode: g.SharingMode(), // absent: time-sliced
+			MIG:  MIG(g.MIG),
 		}
 	}
 	if len(inv.GPUs) <= placement.MaxGPUs {
@@ -63,6 +64,25 @@ func FromInventory(name string, inv api.Inventory) *placement.Node {
 	return n
 }
 
+// MIG is the placement core's view of a GPU's published MIG state; nil for
+// none. The core only reads it: the inventory's slices are shared.
+func MIG(m *api.MIG) *placement.MIG {
+	if m == nil {
+		return nil
+	}
+	return &placement.MIG{Fixed: m.Geometry == api.MIGFixed, MemorySlices: m.MemorySlices, Profiles: m.Profiles, Instances: m.Instances}
+}
+
+// migDevice is a container's MIG instance for the assignment; nil for a
+// share of a GPU.
+func migDevice(d placement.Device) *api.MIGDevice {
+	if d.MIG.Profile == "" {
+		return nil
+	}
+	m := d.MIG
+	return &m
+}
+
 // Assignment renders a placement as the pod annotation payload.
 func Assignment(p placement.Placement, podUID string) api.Assignment {
 	a := api.Assignment{PodUID: podUID, Node: p.Node, Phase: api.PhaseAssigned}
@@ -72,7 +92,7 @@ func Assignment(p placement.Placement, podUID string) api.Assignment {
 		}
 		ca := api.ContainerAssignment{Name: c.Name, Init: c.Init, Restartable: c.Restartable}
 		for _, d := range c.Devices {
-			ca.Devices = append(ca.Devices, api.DeviceShare{UUID: d.UUID, MemoryMiB: d.MemoryMiB, Cores: d.Cores})
+			ca.Devices = append(ca.Devices, api.DeviceShare{UUID: d.UUID, MemoryMiB: d.MemoryMiB, Cores: d.Cores, MIG: migDevice(d)})
 		}
 		a.Containers = append(a.Containers, ca)
 	}
@@ -85,7 +105,11 @@ func Placement(a api.Assignment) placement.Placement {
 	for _, c := range a.Containers {
 		cp := placement.ContainerPlacement{Name: c.Name, Init: c.Init, Restartable: c.Restartable}
 		for _, d := range c.Devices {
-			cp.Devices = append(cp.Devices, placement.Device{Pos: -1, UUID: d.UUID, MemoryMiB: d.MemoryMiB, Cores: d.Cores})
+			pd := placement.Device{Pos: -1, UUID: d.UUID, MemoryMiB: d.MemoryMiB, Cores: d.Cores}
+			if d.MIG != nil {
+				pd.MIG = *d.MIG
+			}
+			cp.Devices = append(cp.Devices, pd)
 		}
 		p.Containers = append(p.Containers, cp)
 	}
@@ -115,7 +139,7 @@ func Request(pod *corev1.Pod, names api.ResourceNames, d placement.Defaults) (*p
 	req.TypeInclude, req.TypeExclude = opts.TypeInclude, opts.TypeExclude
 	req.UUIDInclude, req.UUIDExclude = opts.UUIDInclude, opts.UUIDExclude
 	req.Topology, req.DevicePolicy = opts.Topology, opts.DevicePolicy
-	req.Mode, req.SpreadGroup = opts.Mode, opts.SpreadGroup
+	req.Mode, req.SpreadGroup, req.MIGProfile = opts.Mode, opts.SpreadGroup, opts.MIGProfile
 	if err := req.Normalize(d); err != nil {
 		return nil, api.PodOptions{}, err
 	}

@@ -70,3 +70,33 @@ func TestNode(t *testing.T) {
 		})
 	}
 }
+
+// A MIG instance travels through the placement core and back unchanged.
+func TestMIGAssignmentRoundTrip(t *testing.T) {
+	a := api.Assignment{PodUID: "uid-1", Node: "n1", Phase: api.PhaseAssigned, Containers: []api.ContainerAssignment{
+		{Name: "main", Devices: []api.DeviceShare{{UUID: "GPU-1", MemoryMiB: 19968, Cores: 42,
+			MIG: &api.MIGDevice{Profile: "3g.20gb", Placement: api.MIGPlacement{Start: 4, Size: 4}, UUID: "MIG-a"}}}},
+		{Name: "side", Devices: []api.DeviceShare{{UUID: "GPU-2", MemoryMiB: 1024, Cores: 10}}},
+	}}
+	p := Placement(a)
+	if got := p.Containers[0].Devices[0].MIG; got.Profile != "3g.20gb" || got.Placement.Start != 4 {
+		t.Errorf("placement device MIG = %+v", got)
+	}
+	if d := cmp.Diff(a, Assignment(p, "uid-1")); d != "" {
+		t.Errorf("assignment → placement → assignment (-in +out):\n%s", d)
+	}
+}
+
+func TestMIGFromInventory(t *testing.T) {
+	m := &api.MIG{Geometry: api.MIGFixed, MemorySlices: 8,
+		Profiles:  []api.MIGProfile{{Name: "7g.40gb", Slices: 7, MemoryMiB: 40192, Instances: 1, Placements: []api.MIGPlacement{{Start: 0, Size: 8}}}},
+		Instances: []api.MIGInstance{{Profile: "7g.40gb", Placement: api.MIGPlacement{Start: 0, Size: 8}, UUID: "MIG-a"}}}
+	n := FromInventory("n1", api.Inventory{GPUs: []api.GPU{
+		{Index: 0, UUID: "GPU-0", Model: "A100", MemoryMiB: 40960, Healthy: true, MaxShares: 4, Mode: api.ModeMIG, MIG: m},
+		{Index: 1, UUID: "GPU-1", Model: "A100", MemoryMiB: 40960, Healthy: true, MaxShares: 4},
+	}, NVLinks: [][]int{{0, 0}, {0, 0}}, PCIe: [][]api.PCIeLevel{{0, 0}, {0, 0}}})
+	want := &placement.MIG{Fixed: true, MemorySlices: 8, Profiles: m.Profiles, Instances: m.Instances}
+	if d := cmp.Diff(want, n.GPUs[0].MIG); d != "" || n.GPUs[0].Mode != api.ModeMIG || n.GPUs[1].MIG != nil {
+		t.Errorf("MIG GPU (-want +got):\n%s; modes %s, %s; GPU 1 MIG %+v", d, n.GPUs[0].Mode, n.GPUs[1].Mode, n.GPUs[1].MIG)
+	}
+}

@@ -15,10 +15,9 @@ import (
 // TestFitVolcanoAnnotations: what Volcano deviceshare's pod annotations
 // (parsed by api.ParsePodOptions into the Request) do to a placement.
 func TestFitVolcanoAnnotations(t *testing.T) {
-	// GPUs 0-1 time-sliced, 2-3 in MIG mode (MIG GPUs are not published yet:
-	// this is the core's filter alone).
+	// GPUs 0-1 time-sliced, 2-3 in MIG mode.
 	mixedModes := func() *pt.NodeBuilder {
-		return pt.Node("n1").GPUs(4, a100, mib).Mode(api.ModeTimeSliced, 0, 1).Mode(api.ModeMIG, 2, 3)
+		return pt.Node("n1").GPUs(4, a100, mib).Mode(api.ModeTimeSliced, 0, 1).MIG(pt.MIGA100x40(), 2, 3)
 	}
 	sibling := func(gpus ...string) *placement.GangView {
 		return &placement.GangView{Placed: map[string]placement.Siblings{"n1": {Tasks: len(gpus), GPUs: gpus}}, PlacedTasks: len(gpus)}
@@ -50,10 +49,12 @@ func TestFitVolcanoAnnotations(t *testing.T) {
 			req: pt.Req().GPUs(2, 1024, 10).Obj(), wantCodes: []placement.Code{placement.CodeMPSOneGPU}, wantErr: placement.ErrMode},
 		{name: "whole GPU, no mode, on an MPS GPU", node: pt.Node("n1").GPUs(1, a100, mib).Mode(api.ModeMPS, 0).Obj(),
 			req: pt.Req().GPUs(1, 1024, 100).Obj(), want: [][]int{{0}}},
-		{name: "2 MIG GPUs asked, 2 in mode: placed", node: mixedModes().Obj(),
-			req: pt.Req().GPUs(2, 1024, 10).Mode(api.ModeMIG).Obj(), want: [][]int{{2, 3}}},
-		{name: "3 MIG GPUs asked, 2 in mode", node: mixedModes().Obj(),
-			req: pt.Req().GPUs(3, 1024, 10).Mode(api.ModeMIG).Obj(), wantCodes: []placement.Code{placement.CodeTooFewInMode}},
+		{name: "2 GPUs per container in mig mode: one MIG instance per container", node: mixedModes().Obj(),
+			req: pt.Req().GPUs(2, 1024, 10).Mode(api.ModeMIG).Obj(), wantCodes: []placement.Code{placement.CodeInvalidRequest}, wantErr: placement.ErrInvalidRequest},
+		{name: "no mode asked: never a MIG GPU", node: mixedModes().Use(0, 1024, 10).Use(1, 1024, 10).Use(2, 1024, 10).Obj(), // binpack would prefer GPU 2
+			req: pt.Req().GPUs(2, 1024, 10).Obj(), want: [][]int{{0, 1}}},
+		{name: "no mode asked, only MIG GPUs left: pending", node: mixedModes().Exclusive(0).Exclusive(1).Obj(),
+			req: pt.Req().GPUs(1, 1024, 10).Obj(), wantCodes: []placement.Code{placement.CodeExclusiveHeld}, wantErr: placement.ErrExclusive},
 		{name: "use-gpuuuid naming one GPU lands there", node: eight().Use(0, 1024, 10).Obj(), // binpack would prefer GPU 0
 			req: pt.Req().GPUs(1, 1024, 10).UUIDInclude("GPU-n1-6").Obj(), want: [][]int{{6}}},
 		{name: "use-gpuuuid naming a full GPU stays unschedulable, never elsewhere", node: eight().Exclusive(6).Obj(),

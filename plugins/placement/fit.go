@@ -56,6 +56,9 @@ type Fitter struct {
 
 	sim     *Fitter // for ScoreNode's simulation of pending siblings
 	scratch Node
+
+	held  []migUse // MIG asks: what bookings hold per GPU, the pod's own included
+	profs []int    // MIG asks: profile indexes of one GPU
 }
 
 // Fit places req on node: for every container the GPUs, memory and cores it
@@ -97,6 +100,9 @@ func (f *Fitter) Fit(req *Request, node *Node, gang *GangView) (Placement, []Rea
 		f.devs = make([]Device, 0, total)
 	}
 	f.devs = f.devs[:0]
+	if req.Mode == api.ModeMIG {
+		return f.fitMIG(req, node)
+	}
 	// App containers and sidecars run together: each sees the ones before it (view).
 	for i := range req.Containers {
 		if c := &req.Containers[i]; c.beside() && c.Number > 0 && !f.place(i, f.view, false) {
@@ -207,12 +213,15 @@ func (f *Fitter) place(ci int, u []usage, init bool) bool {
 // explain records why container c does not fit: a reason per GPU, then the
 // node-level summaries.
 func (f *Fitter) explain(c *Container, u []usage) {
-	var inMode, matching, usable, fitting, nExcl, nShared, nFull, nGroup, nMPS int
+	var inMode, outsideMIG, matching, usable, fitting, nExcl, nShared, nFull, nGroup, nMPS int
 	memBest, coreBest := -1, -1
 	for pos := range f.node.GPUs {
 		g := &f.node.GPUs[pos]
 		if g.mode() == f.req.Mode {
 			inMode++
+		}
+		if g.mode() != api.ModeMIG {
+			outsideMIG++
 		}
 		if f.req.admits(g) == CodeOK {
 			matching++
@@ -262,6 +271,10 @@ func (f *Fitter) explain(c *Container, u []usage) {
 	switch {
 	case f.req.Mode != "" && inMode < n:
 		node.Code, node.Have, node.Mode = CodeTooFewInMode, int64(inMode), f.req.Mode
+		f.reasons = append(f.reasons, node)
+		return
+	case f.req.Mode == "" && outsideMIG < n && outsideMIG < len(f.node.GPUs):
+		node.Code, node.Have = CodeMIGOnly, int64(outsideMIG)
 		f.reasons = append(f.reasons, node)
 		return
 	case f.req.filtered() && matching < n:

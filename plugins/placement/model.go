@@ -135,12 +135,20 @@ type GPU struct {
 	// Mode is how the GPU is shared; "" is time-sliced, the mode of every
 	// GPU the device plugin publishes today.
 	Mode GPUMode
+	// MIG is the geometry of a GPU in mode mig (nil on the others, and on
+	// a MIG GPU NVML could not describe): read-only, shared by copies.
+	MIG *MIG
 
 	// Usage. One tenant is one container holding the GPU (see Apply).
 	UsedMemoryMiB int64
 	UsedCores     int // percent of the GPU's compute, summed over tenants
 	Shares        int // tenants
 	Exclusive     int // tenants holding it with 100 cores; > 0 admits nobody else
+	// MIGHeld: the memory slices booked MIG instances hold (bit i: slice i).
+	MIGHeld uint32
+	// MIGBooked counts the booked MIG instances per profile (index in
+	// MIG.Profiles): a profile allows MIG.Profiles[i].Instances at once.
+	MIGBooked [api.MaxMIGProfiles]uint8
 }
 
 func (g *GPU) mode() GPUMode {

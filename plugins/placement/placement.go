@@ -1,6 +1,10 @@
 package placement
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+)
 
 // Placement is where one pod goes: Containers is aligned with
 // Request.Containers (containers asking no GPU have no Devices).
@@ -23,6 +27,10 @@ type Device struct {
 	UUID      string //
 	MemoryMiB int64
 	Cores     int // 100: held exclusively
+	// MIG: the MIG instance the container gets on a MIG GPU (its profile
+	// and placement; the UUID of an existing instance it takes over); the
+	// zero value for a share of the GPU.
+	MIG api.MIGDevice
 }
 
 // Clone returns a deep copy that owns its memory.
@@ -151,6 +159,8 @@ func Apply(node *Node, p Placement) error {
 		g.UsedCores += fp.cores
 		g.Shares += fp.share
 		g.Exclusive += fp.excl
+		g.MIGHeld |= migSlices(&p, r.uuid)
+		forMIGProfiles(&p, g, r.uuid, func(i int) { g.MIGBooked[i]++ })
 	}
 	return nil
 }
@@ -169,6 +179,16 @@ func Release(node *Node, p Placement) error {
 			return fmt.Errorf("%w: %s on node %s holds %d MiB, %d%% cores, %d tenants, %d exclusive; release asks %d MiB, %d%%, %d, %d",
 				ErrUnderflow, r.uuid, node.Name, g.UsedMemoryMiB, g.UsedCores, g.Shares, g.Exclusive, fp.mem, fp.cores, fp.share, fp.excl)
 		}
+		if s := migSlices(&p, r.uuid); g.MIGHeld&s != s {
+			return fmt.Errorf("%w: %s on node %s holds MIG memory slices %b; release asks %b", ErrUnderflow, r.uuid, node.Name, g.MIGHeld, s)
+		}
+		var asked [api.MaxMIGProfiles]uint8
+		forMIGProfiles(&p, g, r.uuid, func(i int) { asked[i]++ })
+		for i, n := range asked {
+			if g.MIGBooked[i] < n {
+				return fmt.Errorf("%w: %s on node %s holds %d instances of MIG profile %s; release asks %d", ErrUnderflow, r.uuid, node.Name, g.MIGBooked[i], g.MIG.Profiles[i].Name, n)
+			}
+		}
 	}
 	for _, r := range gpus {
 		fp, g := footprintOf(&p, r.uuid), &node.GPUs[r.pos]
@@ -176,6 +196,42 @@ func Release(node *Node, p Placement) error {
 		g.UsedCores -= fp.cores
 		g.Shares -= fp.share
 		g.Exclusive -= fp.excl
+		g.MIGHeld &^= migSlices(&p, r.uuid)
+		forMIGProfiles(&p, g, r.uuid, func(i int) { g.MIGBooked[i]-- })
 	}
 	return nil
+}
+
+// forMIGProfiles calls f with the profile index (in g.MIG.Profiles) of
+// each of p's MIG instances on GPU uuid (g); an instance of a profile the
+// GPU no longer publishes is skipped.
+func forMIGProfiles(p *Placement, g *GPU, uuid string, f func(int)) {
+	if g.MIG == nil {
+		return
+	}
+	for _, cp := range p.Containers {
+		for _, d := range cp.Devices {
+			if d.UUID != uuid || d.MIG.Profile == "" {
+				continue
+			}
+			for i := range g.MIG.Profiles {
+				if g.MIG.Profiles[i].Name == d.MIG.Profile && i < api.MaxMIGProfiles {
+					f(i)
+				}
+			}
+		}
+	}
+}
+
+// migSlices is the memory slices p's MIG instances hold on GPU uuid.
+func migSlices(p *Placement, uuid string) uint32 {
+	var m uint32
+	for _, cp := range p.Containers {
+		for _, d := range cp.Devices {
+			if d.UUID == uuid && d.MIG.Profile != "" {
+				m |= sliceMask(d.MIG.Placement)
+			}
+		}
+	}
+	return m
 }

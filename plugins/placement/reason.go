@@ -25,6 +25,7 @@ var (
 	ErrUnknownMode     = errors.New("unknown GPU sharing mode")
 	ErrMode            = errors.New("GPU in another sharing mode")
 	ErrGroupShared     = errors.New("GPU holds a task of the same PodGroup")
+	ErrMIG             = errors.New("no free MIG instance")
 
 	// Bookkeeping errors (Apply, Release).
 	ErrWrongNode  = errors.New("placement is for another node")
@@ -68,6 +69,18 @@ const (
 	// GPU level: an MPS GPU, and the container asks for more than one GPU
 	// (an MPS client reaches one GPU's server).
 	CodeMPSOneGPU
+	// GPU level: a MIG GPU, and the task asks a share of a GPU (node level:
+	// Have = GPUs outside mig mode, fewer than Want).
+	CodeMIGOnly
+	// GPU level: no MIG profile of the GPU gives the ask (Detail: what it
+	// asks; "" = the GPU publishes no MIG profiles).
+	CodeMIGProfile
+	// GPU level: every legal placement of the ask's profiles is held
+	// (Detail: what it asks).
+	CodeMIGNoPlacement
+	// Node level: no MIG GPU has a free instance for the ask (Detail: what
+	// it asks; Have: MIG GPUs on the node).
+	CodeMIGNoFit
 )
 
 var codeErrs = [...]error{
@@ -92,6 +105,10 @@ var codeErrs = [...]error{
 	CodeTooFewInMode:   ErrMode,
 	CodeGroupShared:    ErrGroupShared,
 	CodeMPSOneGPU:      ErrMode,
+	CodeMIGOnly:        ErrMode,
+	CodeMIGProfile:     ErrMIG,
+	CodeMIGNoPlacement: ErrMIG,
+	CodeMIGNoFit:       ErrMIG,
 }
 
 // Reason is one typed, human-readable cause of a failed Fit. Fit returns the
@@ -170,6 +187,15 @@ func (r Reason) gpuText() string {
 		return fmt.Sprintf("in %s mode, which serves one GPU per container; %s asks %d", api.ModeMPS, r.asker(), r.Want)
 	case CodeGroupShared:
 		return fmt.Sprintf("holds another pod of its PodGroup (%s: %s)", api.VolcanoPodGroupPolicyKey, api.VolcanoPodGroupSpread)
+	case CodeMIGOnly:
+		return fmt.Sprintf("in %s mode: it serves MIG instances (%s: %s), not shares of the GPU", api.ModeMIG, api.VolcanoModeKey, api.ModeMIG.Volcano())
+	case CodeMIGProfile:
+		if r.Detail == "" {
+			return fmt.Sprintf("in %s mode without MIG profiles published", api.ModeMIG)
+		}
+		return fmt.Sprintf("no MIG profile gives %s", r.Detail)
+	case CodeMIGNoPlacement:
+		return fmt.Sprintf("no free placement for %s (its memory slices are held by other instances)", r.Detail)
 	case CodeExclusiveHeld:
 		return "held exclusively by another task"
 	case CodeSharesFull:
@@ -272,7 +298,14 @@ func (r Reason) nodeBody() string {
 		return fmt.Sprintf("%s free of other pods of its PodGroup (%s: %s)", gpus, api.VolcanoPodGroupPolicyKey, api.VolcanoPodGroupSpread) + countText(r.Have)
 	case CodeMPSOneGPU:
 		return fmt.Sprintf("%s outside %s mode (it serves one GPU per container)", gpus, api.ModeMPS) + countText(r.Have)
-	case CodeUnhealthy, CodeTypeFiltered, CodeUUIDFiltered, CodeModeMismatch:
+	case CodeMIGOnly:
+		return fmt.Sprintf("%s outside %s mode (MIG GPUs serve pods with %s: %s)", gpus, api.ModeMIG, api.VolcanoModeKey, api.ModeMIG.Volcano()) + countText(r.Have)
+	case CodeMIGNoFit:
+		if r.Have < 0 {
+			return fmt.Sprintf("no MIG GPU with a free placement for %s", r.Detail)
+		}
+		return fmt.Sprintf("no MIG GPU with a free placement for %s (%s in %s mode)", r.Detail, plural(r.Have, "GPU"), api.ModeMIG)
+	case CodeUnhealthy, CodeTypeFiltered, CodeUUIDFiltered, CodeModeMismatch, CodeMIGProfile, CodeMIGNoPlacement:
 		return r.gpuText()
 	}
 	return fmt.Sprintf("reason code %d", r.Code)

@@ -114,6 +114,9 @@ type Request struct {
 	// (Volcano's vgpu-podgroup-policy: spread). Fit sees those tasks in its
 	// GangView: without one it has nothing to keep apart.
 	SpreadGroup bool
+	// MIGProfile: with Mode mig, the profile every GPU container gets;
+	// "" = the smallest profile that holds the container's memory.
+	MIGProfile string
 }
 
 // GPUMode is how a GPU is shared between tenants; it is api.GPUMode.
@@ -174,6 +177,8 @@ func (r *Request) validate() error {
 			return fmt.Errorf("%w: container %q: only an init container can be restartable (a sidecar)", ErrInvalidRequest, c.Name)
 		case r.Mode == api.ModeMPS && c.Number > 1:
 			return fmt.Errorf("%w: container %q: %s: mps serves one GPU per container (an MPS client reaches one GPU's server), the container asks %d: ask for 1 GPU per container, or hami-core", ErrInvalidRequest, c.Name, api.VolcanoModeKey, c.Number)
+		case r.Mode == api.ModeMIG && c.Number > 1:
+			return fmt.Errorf("%w: container %q: %s: mig serves one MIG instance per container (CUDA sees one MIG device per process), the container asks %d: ask for 1 GPU per container, or hami-core", ErrInvalidRequest, c.Name, api.VolcanoModeKey, c.Number)
 		}
 	}
 	if r.DevicePolicy != "" {
@@ -188,6 +193,9 @@ func (r *Request) validate() error {
 	case "", api.ModeTimeSliced, api.ModeMPS, api.ModeMIG:
 	default:
 		return fmt.Errorf("%w: %w %q", ErrInvalidRequest, ErrUnknownMode, r.Mode)
+	}
+	if r.MIGProfile != "" && r.Mode != api.ModeMIG {
+		return fmt.Errorf("%w: MIG profile %s asked outside mig mode (%q)", ErrInvalidRequest, r.MIGProfile, r.Mode)
 	}
 	return nil
 }
@@ -226,10 +234,14 @@ func (r *Request) topology() TopologyMode {
 	return r.Topology
 }
 
-// admits applies the mode, model and UUID filters to a GPU.
+// admits applies the mode, model and UUID filters to a GPU. A MIG GPU
+// admits MIG asks only: a share of the whole GPU cannot run on it.
 func (r *Request) admits(g *GPU) Code {
 	if r.Mode != "" && g.mode() != r.Mode {
 		return CodeModeMismatch
+	}
+	if r.Mode == "" && g.mode() == api.ModeMIG {
+		return CodeMIGOnly
 	}
 	if len(r.TypeInclude) > 0 && !anyModel(g.Model, r.TypeInclude) {
 		return CodeTypeFiltered

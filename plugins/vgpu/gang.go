@@ -193,7 +193,7 @@ func shapeKey(r *placement.Request) string {
 	for _, c := range r.Containers {
 		fmt.Fprintf(&b, "%t/%t/%d/%d/%d/%d;", c.Init, c.Restartable, c.Number, c.MemoryMiB, c.MemoryPercent, c.Cores)
 	}
-	fmt.Fprintf(&b, "%q%q%q%q%s/%s/%s/%t", r.TypeInclude, r.TypeExclude, r.UUIDInclude, r.UUIDExclude, r.Topology, r.DevicePolicy, r.Mode, r.SpreadGroup)
+	fmt.Fprintf(&b, "%q%q%q%q%s/%s/%s/%t/%s", r.TypeInclude, r.TypeExclude, r.UUIDInclude, r.UUIDExclude, r.Topology, r.DevicePolicy, r.Mode, r.SpreadGroup, r.MIGProfile)
 	return b.String()
 }
 

@@ -11,6 +11,7 @@ import (
 	schedapi "volcano.sh/volcano/pkg/scheduler/api"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
+	"github.com/volcano-vgpu/volcano-vgpu/api"
 	"github.com/volcano-vgpu/volcano-vgpu/plugins/placement"
 )
 
@@ -185,5 +186,15 @@ func TestKeptViewsAndFitMemoMatchAFreshComputation(t *testing.T) {
 			p.allocate(&framework.Event{Task: task})
 		}
 		check(step, what)
+	}
+}
+
+// Two MIG asks naming different profiles do not fit alike.
+func TestShapeKeyMIGProfile(t *testing.T) {
+	a := &placement.Request{Containers: []placement.Container{{Name: "c", Number: 1, MemoryMiB: 1024}}, Mode: api.ModeMIG, MIGProfile: "1g.10gb"}
+	b := *a
+	b.MIGProfile = "3g.40gb"
+	if shapeKey(a) == shapeKey(&b) {
+		t.Errorf("shapeKey ignores the MIG profile: %s", shapeKey(a))
 	}
 }

@@ -66,6 +66,10 @@ var codeNames = map[placement.Code]string{
 	placement.CodeTooFewInMode:   "too_few_in_mode",
 	placement.CodeGroupShared:    "group_shared",
 	placement.CodeMPSOneGPU:      "mps_one_gpu",
+	placement.CodeMIGOnly:        "mig_only",
+	placement.CodeMIGProfile:     "mig_profile",
+	placement.CodeMIGNoPlacement: "mig_no_placement",
+	placement.CodeMIGNoFit:       "mig_no_fit",
 }
 
 // maxCode bounds the codes the counters are indexed by.

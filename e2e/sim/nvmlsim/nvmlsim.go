@@ -2,7 +2,9 @@
 // a simulated-cluster file (e2e/sim/clusters): deterministic UUIDs and PCI
 // bus IDs, memory, NUMA nodes, PCIe common ancestors and NVLinks (direct pairs
 // or through NVSwitches), and an event set into which tests and the local
-// cluster inject Xid errors.
+// cluster inject Xid errors, and MIG (mig.go): MIG mode per GPU, NVIDIA's
+// published GPU instance profiles and placements, GPU and compute
+// instances and their MIG devices.
 //
 // Every mock method the device plugin calls is filled in; any other method
 // panics, as go-nvml's mock does.
@@ -38,6 +40,8 @@ type Sim struct {
 	computeMode []nvml.ComputeMode
 	// waitErr, when not SUCCESS, is what every event set's Wait returns
 	waitErr nvml.Return
+	// mig of each GPU (mig.go); nil for a model with no MIG table
+	mig []*migGPU
 }
 
 var _ nvml.Interface = (*Sim)(nil)
@@ -47,6 +51,7 @@ func New(node simconfig.Node) *Sim {
 	s := &Sim{node: node, lost: make([]bool, len(node.GPUs)), remapPending: make([]bool, len(node.GPUs)), waitErr: nvml.SUCCESS,
 		computeMode: make([]nvml.ComputeMode, len(node.GPUs))}
 	for i := range node.GPUs {
+		s.mig = append(s.mig, s.newMIG(i))
 		s.devices = append(s.devices, s.newDevice(i))
 	}
 	s.Interface = &mock.Interface{
@@ -222,6 +227,7 @@ func (s *Sim) newDevice(i int) *mock.Device {
 		defer s.mu.Unlock()
 		return 0, 0, s.remapPending[i], false, nvml.SUCCESS
 	}
+	s.addMIG(i, d)
 	return d
 }
 

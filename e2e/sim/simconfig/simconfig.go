@@ -11,8 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/migtable"
 )
 
 // Version is the only accepted value of File.Version.
@@ -52,6 +56,10 @@ type Group struct {
 	// NUMA lists the NUMA node of each GPU; empty means all on node 0.
 	NUMA      []int `json:"numa,omitempty"`
 	MaxShares int   `json:"maxShares"`
+	// MIGGPUs lists the GPUs (by index) whose MIG mode is on, as
+	// nvidia-smi -i N -mig 1 leaves them; only models with a MIG table
+	// (migtable.Models) can be listed.
+	MIGGPUs []int `json:"migGPUs,omitempty"`
 }
 
 // GPU is one simulated GPU.
@@ -64,6 +72,7 @@ type GPU struct {
 	ReservedMiB int64 // of MemoryMiB, kept by the driver
 	NUMA        int
 	MaxShares   int
+	MIG         bool // MIG mode on
 }
 
 // Node is one simulated node.
@@ -151,7 +160,30 @@ func (f File) Validate() error {
 		case g.CPU == "" || g.Memory == "" || g.Pods < 1:
 			return fmt.Errorf("%s: expected cpu, memory and pods to be set", field("cpu/memory/pods"))
 		}
+		if err := g.validateMIG(field("migGPUs")); err != nil {
+			return err
+		}
 		prefixes[g.Prefix] = true
+	}
+	return nil
+}
+
+func (g Group) validateMIG(field string) error {
+	if len(g.MIGGPUs) == 0 {
+		return nil
+	}
+	if _, ok := migtable.ForModel(g.Model); !ok {
+		return fmt.Errorf("%s: expected a model with a MIG table (%s), got %q", field, strings.Join(migtable.Models(), ", "), g.Model)
+	}
+	seen := map[int]bool{}
+	for _, i := range g.MIGGPUs {
+		switch {
+		case i < 0 || i >= g.GPUs:
+			return fmt.Errorf("%s: expected GPU indexes from 0 to %d, got %d", field, g.GPUs-1, i)
+		case seen[i]:
+			return fmt.Errorf("%s: expected each GPU once, got %d twice", field, i)
+		}
+		seen[i] = true
 	}
 	return nil
 }
@@ -174,6 +206,7 @@ func (f File) Nodes() []Node {
 				n.GPUs = append(n.GPUs, GPU{
 					Index: i, UUID: uuidFor(n.Name, i), BusID: fmt.Sprintf("00000000:%02X:00.0", 0x10+i*0x10),
 					Model: g.Model, MemoryMiB: g.MemoryMiB, ReservedMiB: g.ReservedMiB, NUMA: numa, MaxShares: g.MaxShares,
+					MIG: slices.Contains(g.MIGGPUs, i),
 				})
 			}
 			nodes = append(nodes, n)

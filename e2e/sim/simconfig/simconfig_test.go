@@ -3,6 +3,7 @@ package simconfig
 import (
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -89,6 +90,9 @@ func TestParseErrors(t *testing.T) {
 		{"numa length", base + ", numa: [0]}", "nodes[0].numa: expected one NUMA node per GPU (2), got 1"},
 		{"nvlink without count", strings.Replace(base, "pcie", "pairs", 1) + "}", "nodes[0].nvlinksPerPair"},
 		{"reserve as large as the GPU", base + ", gpuReservedMiB: 100}", "nodes[0].gpuReservedMiB: expected 0 or more MiB, less than gpuMemoryMiB (100), got 100"},
+		{"MIG on a model without a MIG table", base + ", migGPUs: [0]}", `nodes[0].migGPUs: expected a model with a MIG table (NVIDIA A100 80GB PCIe, NVIDIA A100-PCIE-40GB, `},
+		{"MIG GPU past the last", strings.Replace(base, "L4", "NVIDIA A100-SXM4-40GB", 1) + ", migGPUs: [2]}", "nodes[0].migGPUs: expected GPU indexes from 0 to 1, got 2"},
+		{"MIG GPU twice", strings.Replace(base, "L4", "NVIDIA A100-SXM4-40GB", 1) + ", migGPUs: [1, 1]}", "nodes[0].migGPUs: expected each GPU once, got 1 twice"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -97,5 +101,20 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("Parse error = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestMIGGPUs(t *testing.T) {
+	doc := "version: v1\nnodes:\n- {namePrefix: x, count: 1, cpu: '1', memory: 1Gi, pods: 10, gpuModel: NVIDIA A100-SXM4-40GB, gpus: 3, gpuMemoryMiB: 40960, topology: pcie, maxShares: 4, migGPUs: [2, 0]}"
+	f, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []bool
+	for _, g := range f.Nodes()[0].GPUs {
+		got = append(got, g.MIG)
+	}
+	if want := []bool{true, false, true}; !slices.Equal(got, want) {
+		t.Errorf("MIG per GPU = %v, want %v", got, want)
 	}
 }
