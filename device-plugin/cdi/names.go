@@ -50,6 +50,12 @@ const (
 type GPU struct {
 	UUID  string
 	Index int
+	// MIG is the UUID of the MIG device (MIG-…) the container gets of the
+	// GPU, "" for the whole GPU or a share of it. A MIG device is named by
+	// its UUID under every strategy: the toolkit's index names of MIG
+	// devices (gpu:mig) number them in the order NVML lists them, which
+	// changes as instances come and go.
+	MIG string
 }
 
 var namers = map[Strategy]func(GPU) string{
@@ -86,7 +92,11 @@ func Names(kind string, s Strategy, gpus []GPU) ([]string, error) {
 	}
 	out := make([]string, len(gpus))
 	for i, g := range gpus {
-		q, err := Qualified(kind, name(g))
+		n := name(g)
+		if g.MIG != "" {
+			n = g.MIG
+		}
+		q, err := Qualified(kind, n)
 		if err != nil {
 			return nil, err
 		}

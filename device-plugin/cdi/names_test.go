@@ -13,6 +13,7 @@ func TestNames(t *testing.T) {
 		name     string
 		kind     string
 		strategy Strategy
+		gpus     []GPU // nil: gpus
 		want     []string
 		wantErr  bool
 	}{
@@ -21,9 +22,17 @@ func TestNames(t *testing.T) {
 		{name: "another vendor's kind", kind: "example.com/accel", strategy: ByUUID, want: []string{"example.com/accel=GPU-b2", "example.com/accel=GPU-a1"}},
 		{name: "unknown strategy", kind: DefaultKind, strategy: "minor", wantErr: true},
 		{name: "kind without class", kind: "nvidia.com", strategy: ByUUID, wantErr: true},
+		{name: "a MIG device by its UUID", kind: DefaultKind, strategy: ByUUID, gpus: []GPU{{UUID: "GPU-b2", Index: 3, MIG: "MIG-c3"}, gpus[1]},
+			want: []string{"nvidia.com/gpu=MIG-c3", "nvidia.com/gpu=GPU-a1"}},
+		{name: "a MIG device by its UUID under the index strategy too", kind: DefaultKind, strategy: ByIndex, gpus: []GPU{{UUID: "GPU-b2", Index: 3, MIG: "MIG-c3"}, gpus[1]},
+			want: []string{"nvidia.com/gpu=MIG-c3", "nvidia.com/gpu=0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Names(tc.kind, tc.strategy, gpus)
+			in := gpus
+			if tc.gpus != nil {
+				in = tc.gpus
+			}
+			got, err := Names(tc.kind, tc.strategy, in)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, want error %t", err, tc.wantErr)
 			}

@@ -90,7 +90,7 @@ func (p *Plugin) Allocate(ctx context.Context, ids []string) (*pluginapi.Contain
 	for {
 		p.mu.Lock()
 		waitOn := p.podChanged
-		resp, rec, done, err := p.allocateLocked(ids, known)
+		resp, rec, done, err := p.allocateLocked(ctx, ids, known)
 		p.mu.Unlock()
 		if err == nil {
 			logger.V(4).Info("Allocated", "pod", klog.KRef(rec.Namespace, rec.Name), "container", rec.Container, "ids", ids, "gpus", uuidsOf(rec.Devices), "policy", rec.ComputePolicy)
@@ -129,7 +129,7 @@ func reason(err error) string {
 
 // allocateLocked matches, writes the container's files and records it.
 // done reports that every container of the pod is now allocated.
-func (p *Plugin) allocateLocked(ids []string, known match.Known) (*pluginapi.ContainerAllocateResponse, containerdir.Record, bool, error) {
+func (p *Plugin) allocateLocked(ctx context.Context, ids []string, known match.Known) (*pluginapi.ContainerAllocateResponse, containerdir.Record, bool, error) {
 	req, err := match.ParseRequest(ids, p.matchPods, p.ledger)
 	if err != nil {
 		return nil, containerdir.Record{}, false, err
@@ -149,8 +149,11 @@ func (p *Plugin) allocateLocked(ids []string, known match.Known) (*pluginapi.Con
 	if err != nil {
 		return nil, rec, false, fmt.Errorf("pod %s/%s: %w", rec.Namespace, rec.Name, err)
 	}
-	if err := p.refuseMIG(rec); err != nil {
+	if rec.Devices, err = p.serveMIG(ctx, rec); err != nil {
 		return nil, rec, false, fmt.Errorf("pod %s/%s: %w", rec.Namespace, rec.Name, err)
+	}
+	if allMIG(rec.Devices) {
+		rec.ComputePolicy = api.ComputeNone // each instance's SMs are its own
 	}
 	threads, err := p.mpsShare(rec)
 	if err != nil {
@@ -158,7 +161,7 @@ func (p *Plugin) allocateLocked(ids []string, known match.Known) (*pluginapi.Con
 	}
 	cfg, err := p.opts.Limiter(LimiterInput{
 		PodUID: rec.PodUID, Namespace: rec.Namespace, Name: rec.Name, Container: rec.Container,
-		Policy: rec.ComputePolicy, SharedDir: p.opts.Config.Limiter.SharedDir, Devices: rec.Devices,
+		Policy: rec.ComputePolicy, SharedDir: p.opts.Config.Limiter.SharedDir, Devices: migVisible(rec.Devices),
 		ContextMiB: p.contextMiB(rec.Devices), MPSThreadPercent: threads,
 	})
 	if err != nil {
@@ -180,14 +183,15 @@ func (p *Plugin) allocateLocked(ids []string, known match.Known) (*pluginapi.Con
 	return resp, rec, done, nil
 }
 
-// contextMiB is limiter.contextMiB for the models of the given GPUs.
+// contextMiB is limiter.contextMiB for the models of the given GPUs, by
+// the UUID the container sees (a MIG device's own).
 func (p *Plugin) contextMiB(ds []api.DeviceShare) map[string]uint32 {
 	out := map[string]uint32{}
 	for _, d := range ds {
 		for _, g := range p.devices {
 			if g.UUID == d.UUID {
 				if v := p.opts.Config.Limiter.ContextMiBFor(g.Model); v > 0 {
-					out[d.UUID] = v
+					out[visibleUUID(d)] = v
 				}
 			}
 		}
@@ -204,6 +208,15 @@ func (p *Plugin) policyFor(e *podEntry) api.ComputePolicy {
 		return p.nodePolicy
 	}
 	return p.opts.Config.DefaultComputePolicy
+}
+
+// visibleUUID is the UUID the container sees of d: its MIG device's, else
+// the GPU's.
+func visibleUUID(d api.DeviceShare) string {
+	if d.MIG != nil && d.MIG.UUID != "" {
+		return d.MIG.UUID
+	}
+	return d.UUID
 }
 
 func uuidsOf(devs []api.DeviceShare) []string {

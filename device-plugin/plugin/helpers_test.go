@@ -146,6 +146,14 @@ type shareSpec struct {
 	gpu   int
 	mem   int64
 	cores int
+	mig   *api.MIGDevice
+}
+
+// migShare is a MIG instance of GPU gpu: profile at start+size, the
+// scheduler's cores share of it, and uuid when it took over an instance.
+func migShare(gpu int, profile string, memMiB int64, start, size int, uuid string) shareSpec {
+	return shareSpec{gpu: gpu, mem: memMiB, cores: 100 * size / 8,
+		mig: &api.MIGDevice{Profile: profile, Placement: api.MIGPlacement{Start: start, Size: size}, UUID: uuid}}
 }
 
 func share(gpu int) shareSpec { return shareSpec{gpu: gpu, mem: 4096, cores: 25} }
@@ -163,7 +171,7 @@ func (b *podBuilder) container(name string, init bool, shares ...shareSpec) *pod
 	}}}
 	ca := api.ContainerAssignment{Name: name, Init: init}
 	for _, s := range shares {
-		ca.Devices = append(ca.Devices, api.DeviceShare{UUID: fmt.Sprint(s.gpu), MemoryMiB: s.mem, Cores: s.cores})
+		ca.Devices = append(ca.Devices, api.DeviceShare{UUID: fmt.Sprint(s.gpu), MemoryMiB: s.mem, Cores: s.cores, MIG: s.mig})
 	}
 	if init {
 		b.pod.Spec.InitContainers = append(b.pod.Spec.InitContainers, c)

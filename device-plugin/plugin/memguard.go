@@ -63,6 +63,9 @@ func (p *Plugin) memTenants() []memguard.Tenant {
 	for _, recs := range p.records {
 		for _, rec := range recs {
 			for _, d := range rec.Devices {
+				if d.MIG != nil {
+					continue // the instance's memory is its own: nobody else's process runs on it
+				}
 				out = append(out, memguard.Tenant{
 					Key: rec.PodUID + "/" + rec.Container, PodUID: rec.PodUID,
 					Namespace: rec.Namespace, Pod: rec.Name, Container: rec.Container,

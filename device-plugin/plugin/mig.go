@@ -11,7 +11,6 @@ import (
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/containerdir"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/gpu"
 )
 
@@ -19,14 +18,20 @@ import (
 // disagree; the plugin does not start.
 var ErrMIGConfig = errors.New("MIG configuration does not fit the GPU")
 
-// ErrMIGNotServed is wrapped when Allocate refuses a container on a MIG
-// GPU: handing out MIG instances (creating them, the CDI device of the
-// instance) is not part of this release.
-var ErrMIGNotServed = errors.New("MIG instances are not handed out by this device plugin yet")
+// ErrMIGNotServed is wrapped when Allocate refuses a container's MIG
+// assignment: a share of a GPU in MIG mode, a MIG instance of a GPU that is
+// not, a profile or placement the GPU does not have, an instance another
+// pod holds.
+var ErrMIGNotServed = errors.New("cannot hand out the MIG instance")
+
+// ErrMIGCreate is wrapped when Allocate could not create the container's
+// MIG instance; NVML's reason follows.
+var ErrMIGCreate = errors.New("cannot create the MIG instance")
 
 // discoverMIG reads the MIG state of every described GPU, checks it against
-// sharing and mig, and keeps what the GPUs in mode mig publish. It runs once,
-// at start; the instances are read again when the plugin restarts.
+// sharing and mig, and keeps what the GPUs in mode mig publish. It runs at
+// start; the instances are read again after each change the plugin makes
+// and by the MIG reconciler (reconcileMIG).
 func (p *Plugin) discoverMIG(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	p.mig = map[string]*api.MIG{}
@@ -106,6 +111,8 @@ func migState(d gpu.Device, mode api.GPUMode, geometry config.Geometry, m gpu.MI
 
 // migOf is a copy of the MIG state GPU uuid publishes; nil outside mode mig.
 func (p *Plugin) migOf(uuid string) *api.MIG {
+	p.migMu.RLock()
+	defer p.migMu.RUnlock()
 	m := p.mig[uuid]
 	if m == nil {
 		return nil
@@ -117,18 +124,4 @@ func (p *Plugin) migOf(uuid string) *api.MIG {
 	}
 	c.Instances = slices.Clone(m.Instances)
 	return &c
-}
-
-// refuseMIG refuses a container assigned a MIG instance or a share of a
-// GPU in MIG mode.
-func (p *Plugin) refuseMIG(rec containerdir.Record) error {
-	for _, d := range rec.Devices {
-		switch {
-		case d.MIG != nil:
-			return fmt.Errorf("%w: container %q is assigned the %s instance at memory slices %v of GPU %s", ErrMIGNotServed, rec.Container, d.MIG.Profile, d.MIG.Placement, d.UUID)
-		case p.mig[d.UUID] != nil:
-			return fmt.Errorf("%w: container %q is assigned a share of GPU %s, which is in MIG mode (a scheduler that does not know MIG placed it)", ErrMIGNotServed, rec.Container, d.UUID)
-		}
-	}
-	return nil
 }

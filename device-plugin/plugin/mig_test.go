@@ -11,7 +11,6 @@ import (
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/containerdir"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/gpu"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/nvmlsim"
 )
@@ -155,50 +154,5 @@ func TestNewRefusesMIGModeOff(t *testing.T) {
 	_, err = New(context.Background(), Options{Node: testNode, Lib: lib, Config: cfg, Limiter: jsonLimiter})
 	if !errors.Is(err, ErrMIGConfig) || !strings.Contains(err.Error(), node.GPUs[3].UUID) || !strings.Contains(err.Error(), "nvidia-smi -i 3 -mig 1") {
 		t.Errorf("New = %v, want ErrMIGConfig naming GPU 3 and nvidia-smi -i 3 -mig 1", err)
-	}
-}
-
-func TestAllocateRefusesMIGGPUs(t *testing.T) {
-	e, _ := migEnv(t, nil)
-	mig := pod("p-mig").app("main", share(2)).obj(t, e)
-	e.add(t, mig)
-	e.kubelet.set("p-mig", map[string][]string{"main": nil})
-	_, err := e.p.Allocate(context.Background(), []string{e.id(2, 0)})
-	if !errors.Is(err, ErrMIGNotServed) || !strings.Contains(err.Error(), "share of GPU "+e.gpu(2)+", which is in MIG mode") {
-		t.Errorf("Allocate = %v, want ErrMIGNotServed for the MIG GPU", err)
-	}
-	// a time-sliced GPU of the same node is served as before
-	e.add(t, pod("p-ts").app("main", share(0)).obj(t, e))
-	e.kubelet.set("p-ts", map[string][]string{"main": nil})
-	if _, err := e.p.Allocate(context.Background(), []string{e.id(0, 0)}); err != nil {
-		t.Errorf("Allocate on the time-sliced GPU: %v", err)
-	}
-}
-
-func TestRefuseMIG(t *testing.T) {
-	e, _ := migEnv(t, nil)
-	for _, tc := range []struct {
-		name string
-		dev  api.DeviceShare
-		want string // "" = served
-	}{
-		{"a MIG instance", api.DeviceShare{UUID: e.gpu(2), MemoryMiB: 19968, Cores: 100,
-			MIG: &api.MIGDevice{Profile: "3g.20gb", Placement: api.MIGPlacement{Start: 0, Size: 4}}},
-			`container "main" is assigned the 3g.20gb instance at memory slices 0+4 of GPU ` + e.gpu(2)},
-		{"a share of the MIG GPU", api.DeviceShare{UUID: e.gpu(2), MemoryMiB: 1024, Cores: 10}, "a share of GPU " + e.gpu(2)},
-		{"a share of a time-sliced GPU", api.DeviceShare{UUID: e.gpu(1), MemoryMiB: 1024, Cores: 10}, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := e.p.refuseMIG(containerdir.Record{Container: "main", Devices: []api.DeviceShare{tc.dev}})
-			if tc.want == "" {
-				if err != nil {
-					t.Errorf("refused: %v", err)
-				}
-				return
-			}
-			if !errors.Is(err, ErrMIGNotServed) || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error = %v, want ErrMIGNotServed containing %q", err, tc.want)
-			}
-		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/match"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/memguard"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/metrics"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/migledger"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/mps"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/podresources"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/preloadhook"
@@ -70,8 +72,13 @@ type Plugin struct {
 	described []gpu.Device
 	unnamed   int
 	topo      gpu.Topology
-	// mig: the MIG state each GPU in mode mig publishes (read at start).
-	mig       map[string]*api.MIG
+	// mig: the MIG state each GPU in mode mig publishes (read at start,
+	// again after every change); migMu guards the map and its values
+	// (taken after mu where both are).
+	migMu sync.RWMutex
+	mig   map[string]*api.MIG
+	// migs: the MIG instances handed to pods (under mu).
+	migs      *migledger.Ledger
 	health    *health.Tracker
 	metrics   *metrics.Metrics
 	usage     *usage.Tracker   // what the compute controller measured, for the metrics
@@ -128,6 +135,9 @@ func New(ctx context.Context, o Options) (*Plugin, error) {
 		return nil, err
 	}
 	if err := p.discoverMIG(ctx); err != nil {
+		return nil, err
+	}
+	if p.migs, err = migledger.Load(filepath.Join(o.Config.StateDir, migledger.File)); err != nil {
 		return nil, err
 	}
 	if p.topo, err = o.Lib.Topology(p.devices); err != nil {

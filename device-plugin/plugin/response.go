@@ -38,7 +38,7 @@ func (p *Plugin) response(rec containerdir.Record, paths containerdir.Paths, mps
 	l, c := p.opts.Config.Limiter, p.opts.Config.CDI
 	r := &pluginapi.ContainerAllocateResponse{
 		Envs: map[string]string{
-			EnvVisibleDevices: strings.Join(uuidsOf(rec.Devices), ","),
+			EnvVisibleDevices: strings.Join(visibleUUIDs(rec.Devices), ","),
 			EnvConfig:         l.ConfigPath,
 			EnvSharedDir:      l.SharedDir,
 			EnvPolicy:         string(rec.ComputePolicy),
@@ -93,12 +93,24 @@ func (p *Plugin) cdiGPUs(rec containerdir.Record) []cdi.GPU {
 	out := make([]cdi.GPU, 0, len(rec.Devices))
 	for _, d := range rec.Devices {
 		g := cdi.GPU{UUID: d.UUID, Index: -1}
+		if d.MIG != nil {
+			g.MIG = d.MIG.UUID
+		}
 		for _, dev := range p.devices {
 			if dev.UUID == d.UUID {
 				g.Index = dev.Index
 			}
 		}
 		out = append(out, g)
+	}
+	return out
+}
+
+// visibleUUIDs are the UUIDs the container sees (visibleUUID).
+func visibleUUIDs(devs []api.DeviceShare) []string {
+	out := make([]string, len(devs))
+	for i, d := range devs {
+		out[i] = visibleUUID(d)
 	}
 	return out
 }

@@ -59,6 +59,7 @@ func (p *Plugin) Run(ctx context.Context, restart <-chan struct{}) error {
 	p.mu.Unlock()
 	goRun("node report", func() error { rep.Run(ctx, p.Inventory, p.signal(ctx), 0); return nil })
 	goRun("gc", func() error { p.gcLoop(ctx); return nil })
+	goRun("mig", func() error { p.migLoop(ctx, p.opts.Config.Allocate.GCPeriod.Duration); return nil })
 	if p.opts.Config.CDI.KeepsPreload() {
 		goRun("image reports", func() error { p.imageReportLoop(ctx); return nil })
 	}
@@ -111,8 +112,8 @@ func (p *Plugin) tenancies() ([]compute.Tenancy, error) {
 				continue
 			}
 			for i, d := range rec.Devices {
-				if p.isMPS(d.UUID) {
-					continue // the SM partition bounds it, not the controller
+				if p.isMPS(d.UUID) || d.MIG != nil {
+					continue // the SM partition (MPS) or the instance's own SMs (MIG) bound it, not the controller
 				}
 				share := float64(d.Cores) / 100
 				if d.Cores == 0 {
@@ -198,6 +199,7 @@ func (p *Plugin) startInformers(ctx context.Context) error {
 	p.synced = true
 	p.mu.Unlock()
 	p.reconcileRestored(ctx)
+	p.reconcileMIG(ctx)
 	return nil
 }
 
