@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -102,6 +103,9 @@ func (c Config) devicePluginConfigBody() string {
 // nodeDevicePluginConfig is the configuration file of node's plugin: the
 // shared one, or its own with the node's DevicePluginNodeConfig appended.
 func (c Config) nodeDevicePluginConfig(node, shared string) (string, error) {
+	if _, mig := c.DevicePluginNodeMIG[node]; mig && c.DevicePluginGroup > 1 {
+		return "", fmt.Errorf("DevicePluginNodeMIG for node %s: needs one device plugin process per node (DevicePluginGroup %d)", node, c.DevicePluginGroup)
+	}
 	extra, ok := c.DevicePluginNodeConfig[node]
 	if !ok {
 		return shared, nil
@@ -175,7 +179,7 @@ func (c Config) pluginProc(h PluginHost, kubeconfig, dpConf string, emu containe
 	if metricsPort == 0 {
 		metrics = "--metrics-address=off"
 	}
-	return proc{name: h.Name, args: []string{c.bin("vgpu-device-plugin-sim"), kubeconfig,
+	args := []string{c.bin("vgpu-device-plugin-sim"), kubeconfig,
 		"--config=" + dpConf, "--node-name=" + node, "--sim-file=" + c.SimFile,
 		"--device-plugins-dir=" + filepath.Join(dir, "device-plugins"),
 		"--pod-resources-socket=" + filepath.Join(dir, "pod-resources", "kubelet.sock"),
@@ -185,7 +189,15 @@ func (c Config) pluginProc(h PluginHost, kubeconfig, dpConf string, emu containe
 		// container emulator gives this node's containers
 		"--fake-nvml=" + filepath.Join(emu.DriverDir, "libnvidia-ml.so.1"),
 		"--fake-gpu-dir=" + emu.NodeGPUDir(node),
-		metrics}}
+		metrics}
+	if gpus := c.DevicePluginNodeMIG[node]; len(gpus) > 0 {
+		idx := make([]string, len(gpus))
+		for i, g := range gpus {
+			idx[i] = strconv.Itoa(g)
+		}
+		args = append(args, "--mig-gpus="+strings.Join(idx, ","))
+	}
+	return proc{name: h.Name, args: args}
 }
 
 func (cl *Cluster) nodeNames() []string {

@@ -109,6 +109,12 @@ type Config struct {
 	// node's plugin, and restores the shared file the same way. One process
 	// per node only (DevicePluginGroup 0 or 1).
 	DevicePluginNodeConfig map[string]string
+	// DevicePluginNodeMIG: node → indexes of its GPUs whose MIG mode the
+	// simulated NVML turns on when that node's plugin starts (beside the
+	// cluster file's migGPUs), as an administrator would before restarting
+	// it; a scenario sets it with the sharing that gives those GPUs mode
+	// mig (DevicePluginNodeConfig). One process per node only.
+	DevicePluginNodeMIG map[string][]int
 }
 
 // DefaultConfig lays everything out under root/_output.

@@ -215,3 +215,32 @@ func TestDefaultConfigDevicePluginGroup(t *testing.T) {
 		t.Errorf("negative group: err = %v", err)
 	}
 }
+
+func TestDevicePluginNodeMIG(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Root = t.TempDir()
+	cfg.SocketDir = filepath.Join(cfg.Root, "nodes")
+	cfg.DevicePluginNodeMIG = map[string][]int{"a100-40g-0": {1, 0}}
+	emu := containeremu.DefaultConfig(cfg.Root, cfg.SocketDir)
+	for _, tc := range []struct {
+		node, want string
+	}{
+		{"a100-40g-0", "--mig-gpus=1,0"},
+		{"a100-40g-1", ""},
+	} {
+		p := cfg.pluginProc(PluginHost{Name: DevicePluginName(tc.node), Nodes: []string{tc.node}}, "--kubeconfig=k", "conf", emu)
+		var got string
+		for _, a := range p.args {
+			if strings.HasPrefix(a, "--mig-gpus=") {
+				got = a
+			}
+		}
+		if got != tc.want {
+			t.Errorf("%s: MIG flag %q, want %q", tc.node, got, tc.want)
+		}
+	}
+	cfg.DevicePluginGroup = 4
+	if _, err := cfg.nodeDevicePluginConfig("a100-40g-0", "shared"); err == nil || !strings.Contains(err.Error(), "DevicePluginNodeMIG for node a100-40g-0: needs one device plugin process per node") {
+		t.Errorf("grouped plugins with a node's MIG GPUs: err = %v", err)
+	}
+}

@@ -46,6 +46,8 @@ type simFlags struct {
 	// it from the fake driver's NVML (vcuda/fake) over the node's GPU state
 	// files, the ones the container emulator gives the node's containers.
 	fakeNVML, fakeGPUDir string
+	// migGPUs: GPUs whose MIG mode is on beyond the file's migGPUs.
+	migGPUs []int
 }
 
 func (s *simFlags) bind(fs *pflag.FlagSet) {
@@ -53,6 +55,7 @@ func (s *simFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&s.xidFile, "inject-xid-file", "", "file whose new lines \"<gpu uuid|index|all> <xid>\" inject Xid errors (default <state dir>/inject-xid)")
 	fs.StringVar(&s.fakeNVML, "fake-nvml", "", "the fake driver's libnvidia-ml.so.1 (vcuda/_build/fake): run the compute controller on it")
 	fs.StringVar(&s.fakeGPUDir, "fake-gpu-dir", "", "with --fake-nvml: the node's simulated GPU state files (the container emulator's)")
+	fs.IntSliceVar(&s.migGPUs, "mig-gpus", nil, "indexes of the node's GPUs whose MIG mode is on, beside the file's migGPUs (as nvidia-smi -i N -mig 1 leaves them before the plugin starts)")
 }
 
 // open builds the simulated NVML of node and starts watching the Xid
@@ -68,6 +71,9 @@ func (s *simFlags) open(ctx context.Context, cfg config.Config, node string) (gp
 	n, ok := file.Find(node)
 	if !ok {
 		return nil, 0, fmt.Errorf("%w: --sim-file=%s has no node %q (its nodes are <namePrefix>-<k>; check --node-name)", errNoSimNode, s.file, node)
+	}
+	if n, err = n.WithMIG("--mig-gpus", s.migGPUs); err != nil {
+		return nil, 0, err
 	}
 	xidFile := s.xidFile
 	if xidFile == "" {
@@ -86,16 +92,24 @@ func (s *simFlags) open(ctx context.Context, cfg config.Config, node string) (gp
 		return nil, 0, err
 	}
 	klog.FromContext(ctx).Info("Compute controller on the fake driver's NVML", "lib", s.fakeNVML, "gpuDir", s.fakeGPUDir)
-	return withCompute{DeviceLib: lib, src: src, mem: mem}, maxShares, nil
+	mig, ok := lib.(gpu.MIGManager)
+	if !ok {
+		return nil, 0, fmt.Errorf("simulated node %s: the simulated NVML cannot create MIG instances", node)
+	}
+	return withCompute{DeviceLib: lib, MIGManager: mig, src: src, mem: mem}, maxShares, nil
 }
 
 // withCompute is a simulated device library whose GPUs' busy time and
-// running processes come from the fake driver.
+// running processes come from the fake driver; its MIG instances are the
+// simulated NVML's.
 type withCompute struct {
 	gpu.DeviceLib
+	gpu.MIGManager
 	src compute.Source
 	mem memguard.Source
 }
+
+var _ gpu.MIGManager = withCompute{}
 
 func (w withCompute) ComputeSource() compute.Source { return w.src }
 

@@ -188,6 +188,24 @@ func (g Group) validateMIG(field string) error {
 	return nil
 }
 
+// WithMIG is n with the MIG mode of the GPUs at the given indexes on, as an
+// administrator leaves them with nvidia-smi -i N -mig 1 before restarting
+// the node's device plugin; field names the setting in errors.
+func (n Node) WithMIG(field string, gpus []int) (Node, error) {
+	out := n
+	out.GPUs = slices.Clone(n.GPUs)
+	for _, i := range gpus {
+		if i < 0 || i >= len(n.GPUs) {
+			return Node{}, fmt.Errorf("%s: expected GPU indexes of node %s from 0 to %d, got %d", field, n.Name, len(n.GPUs)-1, i)
+		}
+		if _, ok := migtable.ForModel(n.GPUs[i].Model); !ok {
+			return Node{}, fmt.Errorf("%s: GPU %d of node %s is a %s; expected a model with a MIG table (%s)", field, i, n.Name, n.GPUs[i].Model, strings.Join(migtable.Models(), ", "))
+		}
+		out.GPUs[i].MIG = true
+	}
+	return out, nil
+}
+
 // Nodes expands the groups into nodes, in a stable order. UUIDs and PCI bus
 // IDs are derived from the node name, so every reader gets the same ones.
 func (f File) Nodes() []Node {

@@ -118,3 +118,42 @@ func TestMIGGPUs(t *testing.T) {
 		t.Errorf("MIG per GPU = %v, want %v", got, want)
 	}
 }
+
+func TestWithMIG(t *testing.T) {
+	doc := "version: v1\nnodes:\n- {namePrefix: x, count: 1, cpu: '1', memory: 1Gi, pods: 10, gpuModel: NVIDIA A100-SXM4-40GB, gpus: 3, gpuMemoryMiB: 40960, topology: pcie, maxShares: 4}\n" +
+		"- {namePrefix: l, count: 1, cpu: '1', memory: 1Gi, pods: 10, gpuModel: L4, gpus: 1, gpuMemoryMiB: 23034, topology: pcie, maxShares: 4}"
+	f, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, l := f.Nodes()[0], f.Nodes()[1]
+	on, err := x.WithMIG("--mig-gpus", []int{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []bool
+	for _, g := range on.GPUs {
+		got = append(got, g.MIG)
+	}
+	if want := []bool{false, true, false}; !slices.Equal(got, want) {
+		t.Errorf("MIG per GPU = %v, want %v", got, want)
+	}
+	if x.GPUs[1].MIG {
+		t.Error("WithMIG changed the node it was given")
+	}
+	for _, tc := range []struct {
+		name string
+		node Node
+		gpus []int
+		want string
+	}{
+		{"past the last GPU", x, []int{3}, "--mig-gpus: expected GPU indexes of node x-0 from 0 to 2, got 3"},
+		{"a model without MIG", l, []int{0}, "--mig-gpus: GPU 0 of node l-0 is a L4; expected a model with a MIG table"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := tc.node.WithMIG("--mig-gpus", tc.gpus); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("WithMIG = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
