@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -287,11 +288,39 @@ func checkServed(t *testing.T, p corev1.Pod, rec kubeletemu.Record) map[string][
 			t.Errorf("%s/%s: no Allocate response recorded", p.Name, cr.Name)
 			continue
 		}
-		vis := cr.Response.GPUs()
-		sort.Strings(vis)
-		if !slices.Equal(vis, want) {
-			t.Errorf("%s/%s: the answer gives GPUs %v (CDI devices %v, %s=%q), assigned %v", p.Name, cr.Name, vis,
-				cr.Response.CDIDevices, api.EnvVisibleDevices, cr.Response.Envs[api.EnvVisibleDevices], want)
+		// A MIG instance is named by its MIG device's UUID: the one the
+		// assignment took over, or the one the plugin created (which
+		// TestScenarioMIG checks against the inventory).
+		var wantWhole, wantMIG []string
+		migs := 0
+		for _, d := range ca.Devices {
+			switch {
+			case d.MIG == nil:
+				wantWhole = append(wantWhole, d.UUID)
+			case d.MIG.UUID != "":
+				wantMIG = append(wantMIG, d.MIG.UUID)
+				migs++
+			default:
+				migs++
+			}
+		}
+		sort.Strings(wantWhole)
+		var visWhole, visMIG []string
+		for _, v := range cr.Response.GPUs() {
+			if strings.HasPrefix(v, "MIG-") {
+				visMIG = append(visMIG, v)
+			} else {
+				visWhole = append(visWhole, v)
+			}
+		}
+		sort.Strings(visWhole)
+		taken := true
+		for _, u := range wantMIG {
+			taken = taken && slices.Contains(visMIG, u)
+		}
+		if !slices.Equal(visWhole, wantWhole) || len(visMIG) != migs || !taken {
+			t.Errorf("%s/%s: the answer gives GPUs %v and MIG devices %v (CDI devices %v, %s=%q), assigned %v with %d MIG instances (taken over: %v)", p.Name, cr.Name, visWhole, visMIG,
+				cr.Response.CDIDevices, api.EnvVisibleDevices, cr.Response.Envs[api.EnvVisibleDevices], wantWhole, migs, wantMIG)
 		}
 		ids[cr.Name] = cr.DeviceIDs
 	}

@@ -32,9 +32,20 @@ import (
 // cluster is ready again.
 func restartPluginWith(t *testing.T, ctx context.Context, node, extra string) {
 	t.Helper()
+	restartPluginWithMIG(t, ctx, node, extra, nil)
+}
+
+// restartPluginWithMIG is restartPluginWith where the node's simulated NVML
+// also has MIG mode on for the GPUs at migGPUs (none: as the cluster file
+// says).
+func restartPluginWithMIG(t *testing.T, ctx context.Context, node, extra string, migGPUs []int) {
+	t.Helper()
 	cfg := shared.cl.Config
 	if extra != "" {
 		cfg.DevicePluginNodeConfig = map[string]string{node: extra}
+	}
+	if len(migGPUs) > 0 {
+		cfg.DevicePluginNodeMIG = map[string][]int{node: migGPUs}
 	}
 	if _, err := killComponent(cluster.DevicePluginName(node)); err != nil {
 		t.Fatal(err)
