@@ -104,6 +104,12 @@ func (p *Plugin) reconcileMIG(ctx context.Context) {
 				if inLedger && entry.PodUID == claim.podUID {
 					continue
 				}
+				if inLedger && in.InUse {
+					// another pod's processes still run on it: the new pod's
+					// Allocate refuses it until they are gone
+					logger.V(2).Info("Not adopting a MIG instance in use for another pod", "gpu", uuid, "placement", in.Placement, "mig", in.UUID, "holder", entry.PodUID, "claimant", claim.podUID)
+					continue
+				}
 				created := entry.Created
 				if !inLedger {
 					created = state.Geometry == api.MIGOnDemand && !claim.taken

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -177,4 +178,34 @@ func TestReconcileAfterRestart(t *testing.T) {
 			t.Error("the adopted instance stayed after its pod was deleted")
 		}
 	})
+}
+
+func TestReconcileDoesNotHandAnInstanceInUseToAnotherPod(t *testing.T) {
+	e, _ := migEnv(t, nil)
+	mig := allocateMIG(t, e, "p-old", 3)
+	if err := e.sim.RunOnMIG(mig, 4242); err != nil { // p-old's process has not exited yet
+		t.Fatal(err)
+	}
+	e.p.deletePod("uid-p-old")
+	// a new pod assigned the same placement (a scheduler that saw the instance idle)
+	e.add(t, pod("p-new").app("main", migShare(2, "1g.5gb", 4864, 3, 1, mig)).obj(t, e))
+	e.reconcile()
+	en, _ := e.p.migs.Get(migledger.Key{GPU: e.gpu(2), Placement: api.MIGPlacement{Start: 3, Size: 1}})
+	if en.PodUID != "uid-p-old" {
+		t.Errorf("ledger entry %+v: an instance in use went to another pod", en)
+	}
+	e.kubelet.set("p-new", map[string][]string{"main": nil})
+	if _, err := e.p.Allocate(context.Background(), []string{e.id(2, 0)}); err == nil || !strings.Contains(err.Error(), "processes run on the instance") {
+		t.Errorf("Allocate of the new pod = %v, want a refusal while the old pod's processes run", err)
+	}
+	if err := e.sim.StopOnMIG(mig, 4242); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile() // claimed by p-new now: adopted, not destroyed
+	if !inSim(t, e, mig) {
+		t.Fatal("the instance a live pod's assignment holds was destroyed")
+	}
+	if _, err := e.p.Allocate(context.Background(), []string{e.id(2, 0)}); err != nil {
+		t.Errorf("Allocate of the new pod once the instance is idle: %v", err)
+	}
 }

@@ -41,6 +41,13 @@ func (p *Plugin) migGeometry(uuid string) api.MIGGeometry {
 // that is not. Called with p.mu held.
 func (p *Plugin) serveMIG(ctx context.Context, rec containerdir.Record) ([]api.DeviceShare, error) {
 	devs := slices.Clone(rec.Devices)
+	current := map[string]bool{}
+	for _, d := range devs {
+		if d.MIG != nil && p.migOf(d.UUID) != nil {
+			current[d.UUID] = true
+		}
+	}
+	p.refreshMIG(ctx, current) // whether processes run on an instance now, not at the last read
 	changed := map[string]bool{}
 	defer func() {
 		if len(changed) > 0 {

@@ -163,11 +163,18 @@ func TestAllocateMIGRefusals(t *testing.T) {
 		{name: "a fixed geometry without an instance there", share: migShare(2, "3g.20gb", 19968, 0, 4, ""), is: ErrMIGNotServed,
 			edit: func(c *config.Config) { c.MIG.Models = map[string]config.Geometry{"A100": {"3g.20gb"}} },
 			want: "the GPU's fixed geometry (mig.models, mig.gpus) has no instance there now"},
-		{name: "NVML refuses the create: slices taken behind the plugin's back", share: migShare(2, "2g.10gb", 9728, 0, 2, ""), is: ErrMIGCreate,
+		{name: "NVML fails the create: the GPU fell off the bus", share: migShare(2, "2g.10gb", 9728, 0, 2, ""), is: ErrMIGCreate,
+			setup: func(t *testing.T, e *testEnv, _ string) {
+				if err := e.sim.FallOffBus(e.gpu(2)); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: "the 2g.10gb instance at memory slices 0+2 of GPU %2 (container \"main\"): cannot read the GPU's MIG state: GPU %2: handle: ERROR_GPU_IS_LOST"},
+		{name: "slices taken behind the plugin's back since it last read them", share: migShare(2, "2g.10gb", 9728, 0, 2, ""), is: ErrMIGNotServed,
 			setup: func(t *testing.T, e *testEnv, _ string) {
 				createInSim(t, e, nvml.GPU_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, 1, 1)
 			},
-			want: "memory slices held by another MIG instance"},
+			want: "the 1g.5gb instance at memory slices 1+1 holds those slices"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, migUUID := migEnv(t, tc.edit)
