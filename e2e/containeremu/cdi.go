@@ -9,8 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -49,14 +47,11 @@ func (c Container) cdiGPUs() ([]GPU, error) {
 		case dev == "all":
 			return c.NodeGPUs, nil
 		}
-		i := slices.IndexFunc(c.NodeGPUs, func(g GPU) bool { return g.UUID == dev })
-		if n, err := strconv.Atoi(dev); err == nil && n >= 0 && n < len(c.NodeGPUs) {
-			i = n
+		g, ok := c.lookup(dev)
+		if !ok {
+			return nil, fmt.Errorf("%w: %q (node %s has no such GPU or MIG device)", ErrUnresolvableCDI, name, c.Node)
 		}
-		if i < 0 {
-			return nil, fmt.Errorf("%w: %q (node %s has no such GPU)", ErrUnresolvableCDI, name, c.Node)
-		}
-		out = append(out, c.NodeGPUs[i])
+		out = append(out, g)
 	}
 	return out, nil
 }

@@ -15,7 +15,7 @@
 //     image's (PATH, HOME, LD_LIBRARY_PATH as CUDA images set it) plus exactly
 //     the response's envs;
 //   - the NVIDIA runtime hook and the runtime's CDI registry: the GPUs are
-//     those of the response's CDI devices (nvidia.com/gpu=<UUID|index|all>, as
+//     those of the response's CDI devices (nvidia.com/gpu=<UUID|index|all|MIG UUID>, as
 //     the NVIDIA toolkit's generated spec names them) plus those of
 //     NVIDIA_VISIBLE_DEVICES ("all", "none", "void", or a list of UUIDs or
 //     node indexes), exposed as the real ones are by creating only their
@@ -27,6 +27,8 @@
 //     <WorkDir>/<node>/gpus, created for every GPU of the node (same UUIDs,
 //     same memory as e2e/sim/clusters), shared by all containers on that node, so
 //     two containers given the same GPU contend on the same simulated GPU.
+//     A MIG device (Container.NodeMIG, from the node's inventory) is a
+//     simulated GPU of its own: its MIG UUID and its profile's memory.
 //
 // Visibility: libvcuda.so does NOT filter device enumeration by
 // NVIDIA_VISIBLE_DEVICES. In production the runtime hook hides unassigned

@@ -133,7 +133,7 @@ func (e *Emulator) Start(ctx context.Context, c Container, argv ...string) (*Pro
 		return nil, fmt.Errorf("container emulator: container %s/%s: node and its GPUs are required", c.PodUID, c.Name)
 	}
 	gpuDir := e.NodeGPUDir(c.Node)
-	if err := ensureGPUs(gpuDir, c.NodeGPUs); err != nil {
+	if err := ensureGPUs(gpuDir, c.devices()); err != nil {
 		return nil, err
 	}
 	s, err := buildSpec(c, hostPaths{DriverDir: e.cfg.DriverDir, Workload: e.cfg.Workload, GPUDir: gpuDir})

@@ -50,12 +50,33 @@ func NodeGPUs(n simconfig.Node) []GPU {
 	return out
 }
 
+// MIGDevices lists the MIG devices a node's inventory publishes, each with
+// its profile's memory: a MIG device is a GPU of its own to the container
+// that gets it (its own UUID, its instance's memory), as the NVIDIA
+// toolkit's CDI spec and runtime hook present it.
+func MIGDevices(inv api.Inventory) []GPU {
+	var out []GPU
+	for _, g := range inv.GPUs {
+		if g.MIG == nil {
+			continue
+		}
+		for _, in := range g.MIG.Instances {
+			if p, ok := g.MIG.Profile(in.Profile); ok && in.UUID != "" {
+				out = append(out, GPU{UUID: in.UUID, MemoryMiB: p.MemoryMiB})
+			}
+		}
+	}
+	return out
+}
+
 // Container is one container of a pod bound to a simulated node.
 type Container struct {
 	Node     string
 	NodeGPUs []GPU // every GPU of the node, in index order
-	PodUID   string
-	Name     string
+	// NodeMIG: the node's MIG devices (MIGDevices), found by UUID only.
+	NodeMIG []GPU
+	PodUID  string
+	Name    string
 	// Response is what the device plugin answered for this container.
 	Response kubeletemu.AllocateResponse
 	// ExposeAllGPUs emulates a runtime that ignores NVIDIA_VISIBLE_DEVICES:
@@ -110,15 +131,11 @@ func (c Container) visibleGPUs() ([]GPU, error) {
 		out = append(out, c.NodeGPUs...)
 	default:
 		for _, id := range strings.Split(v, ",") {
-			id = strings.TrimSpace(id)
-			i := slices.IndexFunc(c.NodeGPUs, func(g GPU) bool { return g.UUID == id })
-			if n, err := strconv.Atoi(id); err == nil && n >= 0 && n < len(c.NodeGPUs) {
-				i = n
-			}
-			if i < 0 {
+			g, ok := c.lookup(strings.TrimSpace(id))
+			if !ok {
 				return nil, fmt.Errorf("%w: %q on node %s", ErrUnknownGPU, id, c.Node)
 			}
-			out = append(out, c.NodeGPUs[i])
+			out = append(out, g)
 		}
 	}
 	// Each once, in the driver's (bus) order, not the variable's.
@@ -128,10 +145,28 @@ func (c Container) visibleGPUs() ([]GPU, error) {
 			uniq = append(uniq, g)
 		}
 	}
+	all := c.devices()
 	sort.SliceStable(uniq, func(a, b int) bool {
-		return slices.Index(c.NodeGPUs, uniq[a]) < slices.Index(c.NodeGPUs, uniq[b])
+		return slices.Index(all, uniq[a]) < slices.Index(all, uniq[b])
 	})
 	return uniq, nil
+}
+
+// devices are the node's GPUs, then its MIG devices.
+func (c Container) devices() []GPU {
+	return append(slices.Clone(c.NodeGPUs), c.NodeMIG...)
+}
+
+// lookup finds a GPU by UUID or node index, or a MIG device by UUID.
+func (c Container) lookup(id string) (GPU, bool) {
+	if n, err := strconv.Atoi(id); err == nil && n >= 0 && n < len(c.NodeGPUs) {
+		return c.NodeGPUs[n], true
+	}
+	all := c.devices()
+	if i := slices.IndexFunc(all, func(g GPU) bool { return g.UUID == id }); i >= 0 {
+		return all[i], true
+	}
+	return GPU{}, false
 }
 
 // VisibleGPUs is the UUIDs of the GPUs the container sees, in driver order.

@@ -20,6 +20,7 @@ func fourGPUs() []GPU {
 
 func TestVisibleGPUs(t *testing.T) {
 	gpus := fourGPUs()
+	migs := []GPU{{"MIG-00000000-0000-0000-0000-000000000001", 9856}, {"MIG-00000000-0000-0000-0000-000000000002", 4864}}
 	for _, tc := range []struct {
 		name    string
 		env     *string // nil: unset
@@ -45,9 +46,14 @@ func TestVisibleGPUs(t *testing.T) {
 		{name: "CDI plus a pod's env override: the legacy hook adds its GPUs too", env: ptr("all"), cdi: []string{"nvidia.com/gpu=1"}, want: gpus},
 		{name: "CDI unknown GPU", cdi: []string{"nvidia.com/gpu=GPU-99999999-0000-0000-0000-000000000000"}, wantErr: ErrUnresolvableCDI},
 		{name: "CDI kind without a spec", cdi: []string{"example.com/gpu=0"}, wantErr: ErrUnresolvableCDI},
+		{name: "CDI MIG device by its UUID", env: ptr("void"), cdi: []string{"nvidia.com/gpu=" + migs[0].UUID}, want: migs[:1]},
+		{name: "MIG device in the variable (env mode)", env: ptr(migs[1].UUID), want: migs[1:]},
+		{name: "a GPU and a MIG device: GPUs first", env: ptr(migs[0].UUID + "," + uuid(2)), want: []GPU{gpus[2], migs[0]}},
+		{name: "CDI MIG device the node does not have", cdi: []string{"nvidia.com/gpu=MIG-99999999-0000-0000-0000-000000000000"}, wantErr: ErrUnresolvableCDI},
+		{name: "unknown MIG device in the variable", env: ptr("MIG-99999999-0000-0000-0000-000000000000"), wantErr: ErrUnknownGPU},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := Container{Node: "n", NodeGPUs: gpus, ExposeAllGPUs: tc.all, Response: kubeletemu.AllocateResponse{Envs: map[string]string{}, CDIDevices: tc.cdi}}
+			c := Container{Node: "n", NodeGPUs: gpus, NodeMIG: migs, ExposeAllGPUs: tc.all, Response: kubeletemu.AllocateResponse{Envs: map[string]string{}, CDIDevices: tc.cdi}}
 			if tc.env != nil {
 				c.Response.Envs[api.EnvVisibleDevices] = *tc.env
 			}
@@ -148,5 +154,23 @@ func TestFromRecord(t *testing.T) {
 	}
 	if _, err := FromRecord(rec, "sidecar", fourGPUs()); err == nil || !strings.Contains(err.Error(), `container "sidecar"`) {
 		t.Errorf("missing container: error %v", err)
+	}
+}
+
+func TestMIGDevices(t *testing.T) {
+	prof := func(name string, mem int64) api.MIGProfile {
+		return api.MIGProfile{Name: name, MemoryMiB: mem}
+	}
+	inv := api.Inventory{GPUs: []api.GPU{
+		{UUID: uuid(0)},
+		{UUID: uuid(1), MIG: &api.MIG{Profiles: []api.MIGProfile{prof("1g.5gb", 4864), prof("3g.20gb", 19968)}, Instances: []api.MIGInstance{
+			{Profile: "3g.20gb", Placement: api.MIGPlacement{Start: 4, Size: 4}, UUID: "MIG-a"},
+			{Profile: "1g.5gb", Placement: api.MIGPlacement{Start: 0, Size: 1}}, // no compute instance: no MIG device
+			{Profile: "1g.5gb", Placement: api.MIGPlacement{Start: 1, Size: 1}, UUID: "MIG-b"},
+		}}},
+	}}
+	want := []GPU{{"MIG-a", 19968}, {"MIG-b", 4864}}
+	if d := cmp.Diff(want, MIGDevices(inv)); d != "" {
+		t.Errorf("MIG devices (-want +got):\n%s", d)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/containeremu"
 )
 
 // migInstances is what node's inventory publishes of GPU uuid's MIG
@@ -35,7 +36,9 @@ func migInstances(t *testing.T, ctx context.Context, node, uuid string) []api.MI
 // the right GPU: the MIG pod on the MIG GPU, on an instance the device
 // plugin creates at the placement the scheduler chose (published in the
 // inventory), handed to its container as the MIG device (CDI
-// nvidia.com/gpu=<MIG UUID>) with a limiter config that caps memory only;
+// nvidia.com/gpu=<MIG UUID>) with a limiter config that caps memory only,
+// and a workload in it (the container emulator) sees that device alone with
+// the profile's memory and is refused past it;
 // the fractional pod on a time-sliced GPU. Deleting the MIG Job destroys
 // its instance: the inventory no longer lists it.
 func TestScenarioMIG(t *testing.T) {
@@ -106,6 +109,19 @@ func TestScenarioMIG(t *testing.T) {
 		t.Errorf("the MIG pod's limiter config %+v: want its MIG device %s capped at the %s's %d MiB, no launch throttle (100)", lc.Devices, inst.UUID, want.Profile, devs[0].MemoryMiB)
 	}
 	t.Logf("Dynamic MIG example: %s at memory slices %v, MIG device %s; fractional pod on %v", want.Profile, want.Placement, inst.UUID, gpusOf(t, fracPod))
+
+	// In the container: the MIG device alone, its profile's memory, capped there.
+	c := chainContainer(t, ctx, migPod)
+	c.NodeMIG = containeremu.MIGDevices(inventories(t, ctx)[node])
+	s, err := chainEmulator(t).RunWorkload(ctx, c, containeremu.Workload{ChunkMiB: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// CUDA reports a device's 16 UUID bytes; the workload prints them as GPU-…
+	if len(s.Devices) != 1 || strings.TrimPrefix(s.Devices[0], "GPU-") != strings.TrimPrefix(inst.UUID, "MIG-") {
+		t.Errorf("the MIG container's driver lists %v, want its MIG device %s alone", s.Devices, inst.UUID)
+	}
+	chainCheckMemory(t, "the MIG container", s, devs[0].MemoryMiB)
 
 	// Deleting the MIG Job destroys its instance.
 	if err := shared.vc.BatchV1alpha1().Jobs(ns).Delete(ctx, "mig", metav1.DeleteOptions{}); err != nil {
