@@ -170,6 +170,13 @@ func TestAllocateMIGRefusals(t *testing.T) {
 				}
 			},
 			want: "the 2g.10gb instance at memory slices 0+2 of GPU %2 (container \"main\"): cannot read the GPU's MIG state: GPU %2: handle: ERROR_GPU_IS_LOST"},
+		{name: "NVML refuses the create", share: migShare(2, "2g.10gb", 9728, 0, 2, ""), is: ErrMIGCreate,
+			setup: func(t *testing.T, e *testEnv, _ string) {
+				if err := e.sim.FailMIGCreate(e.gpu(2)); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: "the 2g.10gb instance at memory slices 0+2 of GPU %2 (container \"main\"): cannot read the GPU's MIG state: GPU %2: 2g.10gb at memory slices 0+2: memory slices held by another MIG instance"},
 		{name: "slices taken behind the plugin's back since it last read them", share: migShare(2, "2g.10gb", 9728, 0, 2, ""), is: ErrMIGNotServed,
 			setup: func(t *testing.T, e *testEnv, _ string) {
 				createInSim(t, e, nvml.GPU_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, 1, 1)

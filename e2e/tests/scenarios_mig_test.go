@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/reschedule"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/containeremu"
 )
 
@@ -40,7 +43,9 @@ func migInstances(t *testing.T, ctx context.Context, node, uuid string) []api.MI
 // and a workload in it (the container emulator) sees that device alone with
 // the profile's memory and is refused past it;
 // the fractional pod on a time-sliced GPU. Deleting the MIG Job destroys
-// its instance: the inventory no longer lists it.
+// its instance: the inventory no longer lists it. A create the simulated
+// NVML refuses fails the pod with NVML's reason; it is handed back and runs
+// when its Job creates it again.
 func TestScenarioMIG(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -135,4 +140,50 @@ func TestScenarioMIG(t *testing.T) {
 		return nil
 	})
 	t.Logf("instance gone from the inventory %s after the Job's deletion", time.Since(deleted).Round(100*time.Millisecond))
+
+	// A create NVML refuses: the pod is refused with NVML's reason, handed
+	// back (allocate.reschedule) and runs when its Job creates it again.
+	injectFault(t, node, fmt.Sprintf("%d fail-mig-create", migIndex))
+	time.Sleep(1500 * time.Millisecond) // the plugin reads the injection file every 500ms
+	// beside a fractional task, so the Job runs while its MIG pod is handed
+	// back (a Volcano Job creates a deleted pod again while it runs)
+	retry := gpuJob(ns, "retry", 1, 1, 8000, 0, map[string]string{api.VolcanoModeKey: "mig"})
+	other := gpuJob(ns, "x", 1, 1, 2048, 25, nil).Spec.Tasks[0]
+	other.Name = "frac"
+	retry.Spec.Tasks = append(retry.Spec.Tasks, other)
+	retry.Spec.MinAvailable = 2
+	createJob(t, ctx, pinJob(retry, node))
+	const first = "retry-worker-0"
+	var ev corev1.Event
+	waitFor(t, ctx, "the device plugin's event on "+first, func() error {
+		evs, err := shared.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("reason", reschedule.EventReason).String(),
+		})
+		if err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == first {
+				ev = e
+				return nil
+			}
+		}
+		return fmt.Errorf("none among %d", len(evs.Items))
+	})
+	for _, want := range []string{"cannot create the MIG instance", "memory slices held by another MIG instance"} {
+		if !strings.Contains(ev.Message, want) {
+			t.Errorf("the event on %s does not say %q: %s", first, want, ev.Message)
+		}
+	}
+	for _, p := range waitJobRunning(t, ctx, ns, "retry", 2) {
+		if p.Name == first && p.UID == ev.InvolvedObject.UID {
+			t.Errorf("%s runs as the pod that was refused (uid %s), want a new one", first, p.UID)
+		}
+	}
+	waitFor(t, ctx, "the retried pod's instance in the inventory", func() error {
+		if ins := migInstances(t, ctx, node, migGPU); len(ins) != 1 || ins[0].UUID == "" {
+			return fmt.Errorf("instances %+v, want one", ins)
+		}
+		return nil
+	})
 }

@@ -22,6 +22,7 @@ import (
 //	<gpu> <xid>   raise Xid <xid> on the GPU
 //	<gpu> lost    the GPU falls off the bus (Xid 79, then every NVML call for it fails)
 //	<gpu> reset   the GPU answers again (a GPU reset)
+//	<gpu> fail-mig-create   the GPU's next MIG instance create fails (FailMIGCreate)
 //
 // where <gpu> is a UUID, an index or "all" (all: Xids only). Lines written
 // before the plugin started are ignored; a truncated file is read from its
@@ -97,13 +98,18 @@ func (f InjectFile) readFrom(offset int64, fn func(string)) (int64, error) {
 func (f InjectFile) apply(line string) error {
 	fields := strings.Fields(line)
 	if len(fields) != 2 {
-		return fmt.Errorf("expected \"<gpu uuid|index|all> <xid|lost|reset>\", got %q", line)
+		return fmt.Errorf("expected \"<gpu uuid|index|all> <xid|lost|reset|fail-mig-create>\", got %q", line)
 	}
 	uuid, err := f.Sim.GPUUUID(fields[0])
 	if err != nil {
 		return err
 	}
 	switch fields[1] {
+	case "fail-mig-create":
+		if uuid == "" {
+			return fmt.Errorf("%q: name one GPU (a UUID or an index) in MIG mode", line)
+		}
+		return f.Sim.FailMIGCreate(uuid)
 	case "lost", "reset":
 		if uuid == "" {
 			return fmt.Errorf("%q: name one GPU (a UUID or an index) to make it %s", line, fields[1])

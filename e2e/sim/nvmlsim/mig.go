@@ -40,8 +40,11 @@ import (
 type migGPU struct {
 	table   migtable.Table
 	enabled bool
-	gis     []*gpuInstance // by ID
-	created int            // compute instances ever created, for fresh MIG UUIDs
+	// failCreate: the next GPU instance create answers this (FailMIGCreate;
+	// SUCCESS: none pending).
+	failCreate nvml.Return
+	gis        []*gpuInstance // by ID
+	created    int            // compute instances ever created, for fresh MIG UUIDs
 }
 
 type gpuInstance struct {
@@ -153,6 +156,10 @@ func (s *Sim) addMIG(i int, d *mock.Device) {
 		}
 		pl := migtable.Placement{Start: int(placement.Start), Size: int(placement.Size)}
 		if ret := s.createRet(i, p, pl); ret != nvml.SUCCESS {
+			return nil, ret
+		}
+		if ret := s.mig[i].failCreate; ret != nvml.SUCCESS {
+			s.mig[i].failCreate = nvml.SUCCESS
 			return nil, ret
 		}
 		return s.createGPUInstance(i, d, p, pl).handle, nvml.SUCCESS
@@ -451,6 +458,20 @@ func (s *Sim) newComputeInstance(i int, parent *mock.Device, gi *gpuInstance, in
 		return slices.Clone(ci.procs), nvml.SUCCESS
 	}
 	return ci
+}
+
+// FailMIGCreate makes the next GPU instance create on GPU uuid fail with
+// NVML's ERROR_INSUFFICIENT_RESOURCES, as the driver answers when it cannot
+// make the instance (once; the one after it is served).
+func (s *Sim) FailMIGCreate(uuid string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.index(uuid)
+	if i < 0 || s.mig[i] == nil || !s.mig[i].enabled {
+		return fmt.Errorf("simulated node %s has no GPU %q in MIG mode", s.node.Name, uuid)
+	}
+	s.mig[i].failCreate = nvml.ERROR_INSUFFICIENT_RESOURCES
+	return nil
 }
 
 // RunOnMIG starts a simulated process pid on the MIG device migUUID, as a

@@ -299,3 +299,22 @@ func TestMIGOnALostGPU(t *testing.T) {
 		t.Errorf("CreateGpuInstanceWithPlacement = %v, want ERROR_GPU_IS_LOST", ret)
 	}
 }
+
+func TestFailMIGCreate(t *testing.T) {
+	sim := New(migNode(t, "NVIDIA A100-SXM4-40GB"))
+	d := handle(t, sim, 0)
+	info := profile(t, d, nvml.GPU_INSTANCE_PROFILE_1_SLICE)
+	at := &nvml.GpuInstancePlacement{Start: 0, Size: 1}
+	if err := sim.FailMIGCreate(sim.Node().GPUs[0].UUID); err != nil {
+		t.Fatal(err)
+	}
+	if _, ret := d.CreateGpuInstanceWithPlacement(&info, at); ret != nvml.ERROR_INSUFFICIENT_RESOURCES {
+		t.Errorf("the create after FailMIGCreate = %v, want ERROR_INSUFFICIENT_RESOURCES", ret)
+	}
+	if _, ret := d.CreateGpuInstanceWithPlacement(&info, at); ret != nvml.SUCCESS {
+		t.Errorf("the create after that = %v, want SUCCESS (the fault is for one create)", ret)
+	}
+	if err := sim.FailMIGCreate("GPU-nope"); err == nil {
+		t.Error("FailMIGCreate on a GPU the node lacks succeeded")
+	}
+}
