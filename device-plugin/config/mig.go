@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"strings"
@@ -48,30 +49,10 @@ func (m MIG) validate(sharing Sharing) error {
 	if (len(m.Models) > 0 || len(m.GPUs) > 0) && !sharing.Uses(api.ModeMIG) {
 		return fmt.Errorf("mig: expected a geometry only where sharing gives a GPU mode mig, got geometries and no GPU in mode mig (set sharing.gpus[<uuid>]: mig, or remove mig)")
 	}
-	for _, r := range []struct {
-		key   string
-		rules map[string]Geometry
-		ok    func(string) bool
-		what  string
-	}{
-		{"mig.models", m.Models, func(k string) bool { return strings.TrimSpace(k) != "" }, "a non-empty substring of a GPU model name, such as A100"},
-		{"mig.gpus", m.GPUs, api.ValidUUID, "a GPU UUID such as GPU-5a7c…"},
-	} {
-		keys := make([]string, 0, len(r.rules))
-		for k := range r.rules {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			if !r.ok(k) {
-				return fmt.Errorf("%s: expected %s as the key, got %q", r.key, r.what, k)
-			}
-			if err := r.rules[k].validate(fmt.Sprintf("%s[%q]", r.key, k)); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	check := func(path string, g Geometry) error { return g.validate(path) }
+	return cmp.Or(
+		checkKeyed("mig.models", m.Models, modelKey, "a non-empty substring of a GPU model name, such as A100", check),
+		checkKeyed("mig.gpus", m.GPUs, api.ValidUUID, "a GPU UUID such as GPU-5a7c…", check))
 }
 
 // validate checks the names and that the instances can share one GPU:

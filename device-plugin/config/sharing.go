@@ -1,8 +1,11 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -78,28 +81,29 @@ func (s Sharing) validate() error {
 	if _, err := api.ParseGPUMode("sharing.mode", s.Mode); err != nil {
 		return err
 	}
-	for _, r := range []struct {
-		key   string
-		rules map[string]api.GPUMode
-		ok    func(string) bool
-		what  string
-	}{
-		{"sharing.nodes", s.Nodes, func(k string) bool { return k != "" && !strings.ContainsAny(k, " /") }, "a node name"},
-		{"sharing.models", s.Models, func(k string) bool { return strings.TrimSpace(k) != "" }, "a non-empty substring of a GPU model name, such as H100"},
-		{"sharing.gpus", s.GPUs, api.ValidUUID, "a GPU UUID such as GPU-5a7c…"},
-	} {
-		keys := make([]string, 0, len(r.rules))
-		for k := range r.rules {
-			keys = append(keys, k)
+	checkMode := func(path string, m api.GPUMode) error {
+		_, err := api.ParseGPUMode(path, m)
+		return err
+	}
+	return cmp.Or(
+		checkKeyed("sharing.nodes", s.Nodes, func(k string) bool { return k != "" && !strings.ContainsAny(k, " /") }, "a node name", checkMode),
+		checkKeyed("sharing.models", s.Models, modelKey, "a non-empty substring of a GPU model name, such as H100", checkMode),
+		checkKeyed("sharing.gpus", s.GPUs, api.ValidUUID, "a GPU UUID such as GPU-5a7c…", checkMode))
+}
+
+// modelKey: a rule keyed by a GPU model's substring.
+func modelKey(k string) bool { return strings.TrimSpace(k) != "" }
+
+// checkKeyed checks a map of rules in key order (the first error stays the
+// same from run to run): each key with ok (what says what a key must be),
+// each value with check, given the rule's path (key["k"]).
+func checkKeyed[V any](key string, rules map[string]V, ok func(string) bool, what string, check func(path string, v V) error) error {
+	for _, k := range slices.Sorted(maps.Keys(rules)) {
+		if !ok(k) {
+			return fmt.Errorf("%s: expected %s as the key, got %q", key, what, k)
 		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			if !r.ok(k) {
-				return fmt.Errorf("%s: expected %s as the key, got %q", r.key, r.what, k)
-			}
-			if _, err := api.ParseGPUMode(fmt.Sprintf("%s[%q]", r.key, k), r.rules[k]); err != nil {
-				return err
-			}
+		if err := check(fmt.Sprintf("%s[%q]", key, k), rules[k]); err != nil {
+			return err
 		}
 	}
 	return nil
