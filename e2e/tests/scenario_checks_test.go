@@ -3,23 +3,22 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
-	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/replica"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/reschedule"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/cluster"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/kubeletemu"
 )
 
@@ -34,8 +33,6 @@ type gpuMetrics struct {
 	Shares               float64
 }
 
-var metricLine = regexp.MustCompile(`^volcano_vgpu_(gpu_memory_allocated_bytes|gpu_cores_allocated_ratio|gpu_shares)\{.*gpu_uuid="([^"]+)".*\} (\S+)$`)
-
 // pluginMetrics scrapes a node's device plugin: GPU UUID → what it has served.
 func pluginMetrics(ctx context.Context, node string) (map[string]gpuMetrics, error) {
 	idx := slices.Index(nodeNames(), node) // the plugins' metrics ports follow the node order
@@ -43,42 +40,30 @@ func pluginMetrics(ctx context.Context, node string) (map[string]gpuMetrics, err
 		return nil, fmt.Errorf("no simulated node %q", node)
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", shared.cl.Config.Ports.DevicePluginMetricsOffset+idx)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
+	samples, err := cluster.Samples(ctx, url)
 	if err != nil {
 		return nil, fmt.Errorf("device plugin of %s: %w", node, err)
 	}
-	defer resp.Body.Close()
 	out := map[string]gpuMetrics{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		m := metricLine.FindStringSubmatch(sc.Text())
-		if m == nil {
+	for _, s := range samples {
+		uuid := s.Label("gpu_uuid")
+		g := out[uuid]
+		switch s.Name {
+		case "volcano_vgpu_gpu_memory_allocated_bytes":
+			g.MemoryAllocatedBytes = s.Value
+		case "volcano_vgpu_gpu_cores_allocated_ratio":
+			g.CoresAllocated = s.Value
+		case "volcano_vgpu_gpu_shares":
+			g.Shares = s.Value
+		default:
 			continue
 		}
-		v, err := strconv.ParseFloat(m[3], 64)
-		if err != nil {
-			return nil, err
-		}
-		g := out[m[2]]
-		switch m[1] {
-		case "gpu_memory_allocated_bytes":
-			g.MemoryAllocatedBytes = v
-		case "gpu_cores_allocated_ratio":
-			g.CoresAllocated = v
-		case "gpu_shares":
-			g.Shares = v
-		}
-		out[m[2]] = g
+		out[uuid] = g
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("device plugin of %s: no GPU metrics at %s", node, url)
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // waitServedOnly waits until a node's device plugin serves exactly the
@@ -358,4 +343,27 @@ func gpusOf(t *testing.T, p corev1.Pod) []string {
 		}
 	}
 	return out
+}
+
+// rescheduleEvent waits for the device plugin's Event that handed pod back
+// to the scheduler, and returns it.
+func rescheduleEvent(t *testing.T, ctx context.Context, ns, pod string) corev1.Event {
+	t.Helper()
+	var ev corev1.Event
+	waitFor(t, ctx, "the device plugin's event on "+pod, func() error {
+		evs, err := shared.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("reason", reschedule.EventReason).String(),
+		})
+		if err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == pod {
+				ev = e
+				return nil
+			}
+		}
+		return fmt.Errorf("none among %d", len(evs.Items))
+	})
+	return ev
 }

@@ -10,12 +10,9 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/reschedule"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/containeremu"
 )
 
@@ -154,22 +151,7 @@ func TestScenarioMIG(t *testing.T) {
 	retry.Spec.MinAvailable = 2
 	createJob(t, ctx, pinJob(retry, node))
 	const first = "retry-worker-0"
-	var ev corev1.Event
-	waitFor(t, ctx, "the device plugin's event on "+first, func() error {
-		evs, err := shared.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
-			FieldSelector: fields.OneTermEqualSelector("reason", reschedule.EventReason).String(),
-		})
-		if err != nil {
-			return err
-		}
-		for _, e := range evs.Items {
-			if e.InvolvedObject.Name == first {
-				ev = e
-				return nil
-			}
-		}
-		return fmt.Errorf("none among %d", len(evs.Items))
-	})
+	ev := rescheduleEvent(t, ctx, ns, first)
 	for _, want := range []string{"cannot create the MIG instance", "memory slices held by another MIG instance"} {
 		if !strings.Contains(ev.Message, want) {
 			t.Errorf("the event on %s does not say %q: %s", first, want, ev.Message)

@@ -3,13 +3,10 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,58 +52,29 @@ func restartPluginWithMIG(t *testing.T, ctx context.Context, node, extra string,
 	}
 }
 
-// pluginSample is one sample of a device plugin's /metrics.
-type pluginSample struct {
-	name, labels string
-	value        float64
-}
-
-var sampleLine = regexp.MustCompile(`^(volcano_vgpu_[a-z_]+)\{(.*)\} (\S+)$`)
-
 // pluginSamples scrapes every labelled volcano_vgpu sample of node's device
 // plugin.
-func pluginSamples(ctx context.Context, node string) ([]pluginSample, error) {
+func pluginSamples(ctx context.Context, node string) ([]cluster.Sample, error) {
 	idx := slices.Index(nodeNames(), node)
-	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", shared.cl.Config.Ports.DevicePluginMetricsOffset+idx)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
+	if idx < 0 {
+		return nil, fmt.Errorf("no simulated node %q", node)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var out []pluginSample
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		m := sampleLine.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
-		}
-		v, err := strconv.ParseFloat(m[3], 64)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, pluginSample{name: m[1], labels: m[2], value: v})
-	}
-	return out, sc.Err()
+	return cluster.Samples(ctx, fmt.Sprintf("http://127.0.0.1:%d/metrics", shared.cl.Config.Ports.DevicePluginMetricsOffset+idx))
 }
 
-// sampleOf is the value of the series name whose labels include every one
+// sampleOf is the value of the sample name that carries every one
 // of labels (`key="value"`); ok false when there is none.
-func sampleOf(samples []pluginSample, name string, labels ...string) (float64, bool) {
+func sampleOf(samples []cluster.Sample, name string, labels ...string) (float64, bool) {
 	for _, s := range samples {
-		if s.name != name {
+		if s.Name != name {
 			continue
 		}
 		all := true
 		for _, l := range labels {
-			all = all && strings.Contains(","+s.labels+",", ","+l+",")
+			all = all && strings.Contains(","+s.Labels+",", ","+l+",")
 		}
 		if all {
-			return s.value, true
+			return s.Value, true
 		}
 	}
 	return 0, false

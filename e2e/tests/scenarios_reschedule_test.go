@@ -11,11 +11,8 @@ import (
 
 	batchv1alpha1 "volcano.sh/apis/pkg/apis/batch/v1alpha1"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/reschedule"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/kubeletemu"
 )
 
@@ -55,22 +52,7 @@ func TestScenarioUnverifiedAllocateRescheduled(t *testing.T) {
 	// device plugin's Event carries kubelet's message. (While the API stays
 	// down each new incarnation is refused in turn, so the test reads the
 	// Event rather than catch a pod in its brief Failed phase.)
-	var ev corev1.Event
-	waitFor(t, ctx, "the device plugin's event on "+first, func() error {
-		evs, err := shared.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
-			FieldSelector: fields.OneTermEqualSelector("reason", reschedule.EventReason).String(),
-		})
-		if err != nil {
-			return err
-		}
-		for _, e := range evs.Items {
-			if e.InvolvedObject.Name == first {
-				ev = e
-				return nil
-			}
-		}
-		return fmt.Errorf("none among %d", len(evs.Items))
-	})
+	ev := rescheduleEvent(t, ctx, ns, first)
 	for _, want := range []string{"cannot verify the pod", "PodResources", "kubelet.podResourcesSocket", "Job resched"} {
 		if !strings.Contains(ev.Message, want) {
 			t.Errorf("the event on %s does not say %q: %s", first, want, ev.Message)

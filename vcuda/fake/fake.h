@@ -153,6 +153,12 @@ int fk_mem_take(int dev, uint64_t size);
 void fk_mem_give(int dev, uint64_t size);
 void fk_launch(int dev, uint64_t blocks);
 void fk_enqueue(int dev, uint64_t dur);
+struct fk_pidslot *fk_pid_slot(struct fk_dev *d, int pid); /* the caller's slot, under the lock */
+/* fake_slice.c: time slicing, on when the state's slice_ns is set */
+int fk_sliced(const struct fk_state *s);
+void fk_slice_run_locked(struct fk_state *s, uint64_t now);
+void fk_slice_enqueue(struct fk_dev *d, uint64_t dur);
+void fk_slice_sync(struct fk_dev *d);
 void fk_sync(int dev);
 uint64_t fk_busy_locked(struct fk_state *s, int slot, uint64_t t);
 int fk_slot_locked(struct fk_state *s, int pid, uint64_t pidns);

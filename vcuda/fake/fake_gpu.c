@@ -243,7 +243,6 @@ int fk_cur_dev(void)
 	return fk_cur ? fk_cur->dev : -1;
 }
 
-static struct fk_pidslot *pid_slot(struct fk_dev *d, int pid);
 
 int fk_mem_take(int dev, uint64_t size)
 {
@@ -251,12 +250,12 @@ int fk_mem_take(int dev, uint64_t size)
 	int ok;
 	fk_lock(s);
 	ok = s->used + size <= s->total &&
-	     fk_mps_mem_ok(dev, pid_slot(&fk.dev[dev], fk.pid)->mem + size); /* fake_mps.c */
+	     fk_mps_mem_ok(dev, fk_pid_slot(&fk.dev[dev], fk.pid)->mem + size); /* fake_mps.c */
 	if (ok) {
 		s->used += size;
 		if (s->used > s->peak)
 			s->peak = s->used;
-		pid_slot(&fk.dev[dev], fk.pid)->mem += size;
+		fk_pid_slot(&fk.dev[dev], fk.pid)->mem += size;
 	}
 	fk_unlock(s);
 	return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
@@ -267,7 +266,7 @@ void fk_mem_give(int dev, uint64_t size)
 	struct fk_state *s = fk.dev[dev].st;
 	fk_lock(s);
 	s->used = s->used >= size ? s->used - size : 0;
-	struct fk_pidslot *p = pid_slot(&fk.dev[dev], fk.pid);
+	struct fk_pidslot *p = fk_pid_slot(&fk.dev[dev], fk.pid);
 	p->mem = p->mem >= size ? p->mem - size : 0;
 	fk_unlock(s);
 }
@@ -275,7 +274,7 @@ void fk_mem_give(int dev, uint64_t size)
 /* A slot is free when empty, or when its process, of this process's pid namespace, is gone
  * (what it still held goes back to the GPU, as the driver frees a dead process's memory).
  * A slot of another namespace is never taken here: its pid means nothing in ours. */
-static struct fk_pidslot *pid_slot(struct fk_dev *d, int pid)
+struct fk_pidslot *fk_pid_slot(struct fk_dev *d, int pid)
 {
 	struct fk_state *s = d->st;
 	if (d->slot_pid == pid && s->pids[d->slot].pid == pid && s->pids[d->slot].pidns == fk.pidns)
@@ -308,121 +307,6 @@ static struct fk_pidslot *pid_slot(struct fk_dev *d, int pid)
 	return p;
 }
 
-static int sliced(const struct fk_state *s)
-{
-	return __atomic_load_n(&s->slice_ns, __ATOMIC_RELAXED) != 0;
-}
-
-/* Appends what ran (slot: a pid slot, or -1 for a context switch) to the ring, extending the
- * newest entry when it is the same context's and ends where this starts. */
-static void ran_locked(struct fk_state *s, int slot, uint64_t start, uint64_t d)
-{
-	int32_t pid = slot < 0 ? 0 : s->pids[slot].pid;
-	uint32_t us = slot < 0 ? UINT32_MAX : (uint32_t)slot;
-	struct fk_kern *last = s->nkern ? &s->ring[(s->nkern - 1) % FK_RING] : NULL;
-	if (last && last->slot == us && last->pid == pid && last->end == start) {
-		last->end += d;
-	} else {
-		struct fk_kern *k = &s->ring[s->nkern % FK_RING];
-		k->start = start;
-		k->end = start + d;
-		k->pid = pid;
-		k->slot = us;
-		s->nkern++;
-	}
-	s->sched_all += d; /* a switch keeps the engine busy too */
-	if (slot >= 0)
-		s->pids[slot].sched_ns += d;
-}
-
-/* The next pid slot with queued work after the current one, -1 if none. */
-static int next_context(const struct fk_state *s)
-{
-	for (int i = 1; i <= FK_PIDS; i++) {
-		int j = ((s->cur < 0 ? 0 : s->cur) + i) % FK_PIDS;
-		if (s->queued[j])
-			return j;
-	}
-	return -1;
-}
-
-/* Plays the time-sliced engine forward to now. */
-static void run_locked(struct fk_state *s, uint64_t now)
-{
-	if (s->ran_to == 0 || s->ran_to > now + 1000000000ull)
-		s->ran_to = now;
-	while (s->ran_to < now) {
-		uint64_t left = now - s->ran_to;
-		if (s->switch_left) {
-			uint64_t d = left < s->switch_left ? left : s->switch_left;
-			ran_locked(s, -1, s->ran_to, d);
-			s->switch_left -= d;
-			s->ran_to += d;
-			continue;
-		}
-		if (s->cur < 0 || !s->queued[s->cur] || !s->slice_left) {
-			int next = next_context(s);
-			if (next < 0) { /* idle: the next context starts with no switch */
-				s->cur = -1;
-				s->ran_to = now;
-				break;
-			}
-			if (next != s->cur && s->cur >= 0)
-				s->switch_left = s->switch_ns;
-			s->cur = next;
-			s->slice_left = s->slice_ns;
-			continue;
-		}
-		uint64_t d = left;
-		if (s->queued[s->cur] < d)
-			d = s->queued[s->cur];
-		if (s->slice_left < d)
-			d = s->slice_left;
-		ran_locked(s, s->cur, s->ran_to, d);
-		s->queued[s->cur] -= d;
-		s->slice_left -= d;
-		s->ran_to += d;
-	}
-}
-
-/* dur ns of work on this process's own queue; the launching thread blocks while more than
- * FAKEGPU_MAX_QUEUE_US of its work waits. */
-static void enqueue_sliced(struct fk_dev *d, uint64_t dur)
-{
-	struct fk_state *s = d->st;
-	for (;;) {
-		fk_lock(s);
-		run_locked(s, fk_now());
-		struct fk_pidslot *ps = pid_slot(d, fk.pid);
-		int slot = (int)(ps - s->pids);
-		if (s->queued[slot] > fk.max_queue_ns) {
-			uint64_t wait = s->queued[slot] - fk.max_queue_ns;
-			fk_unlock(s);
-			fk_sleep_ns(wait); /* at least that long: the engine is shared */
-			continue;
-		}
-		s->queued[slot] += dur;
-		fk_unlock(s);
-		return;
-	}
-}
-
-/* Waits until this process's queued work has run. */
-static void sync_sliced(struct fk_dev *d)
-{
-	struct fk_state *s = d->st;
-	for (;;) {
-		fk_lock(s);
-		run_locked(s, fk_now());
-		int slot = fk_slot_locked(s, fk.pid, fk.pidns);
-		uint64_t left = slot < 0 ? 0 : s->queued[slot];
-		fk_unlock(s);
-		if (!left)
-			return;
-		fk_sleep_ns(left < 50000 ? 50000 : left);
-	}
-}
-
 /* A kernel of blocks: the program's time per block, never less than the launch overhead. */
 void fk_launch(int dev, uint64_t blocks)
 {
@@ -441,8 +325,8 @@ void fk_enqueue(int dev, uint64_t dur)
 		fk_mps_launch(dev, dur);
 		return;
 	}
-	if (sliced(s)) {
-		enqueue_sliced(d, dur);
+	if (fk_sliced(s)) {
+		fk_slice_enqueue(d, dur);
 		return;
 	}
 	for (;;) {
@@ -458,7 +342,7 @@ void fk_enqueue(int dev, uint64_t dur)
 		struct fk_kern *k = &s->ring[s->nkern % FK_RING];
 		k->start = start;
 		k->end = start + dur;
-		struct fk_pidslot *ps = pid_slot(d, pid);
+		struct fk_pidslot *ps = fk_pid_slot(d, pid);
 		k->pid = pid;
 		k->slot = (uint32_t)(ps - s->pids);
 		s->nkern++;
@@ -474,8 +358,8 @@ void fk_enqueue(int dev, uint64_t dur)
 void fk_sync(int dev)
 {
 	struct fk_dev *d = &fk.dev[dev];
-	if (d->st && sliced(d->st)) {
-		sync_sliced(d);
+	if (d->st && fk_sliced(d->st)) {
+		fk_slice_sync(d);
 		return;
 	}
 	uint64_t end = __atomic_load_n(&fk.dev[dev].last_end, __ATOMIC_RELAXED), now = fk_now();
@@ -496,8 +380,8 @@ int fk_slot_locked(struct fk_state *s, int pid, uint64_t pidns)
  * are the newest ones (one engine, FIFO), so walk back from the newest until one ended by t. */
 uint64_t fk_busy_locked(struct fk_state *s, int slot, uint64_t t)
 {
-	if (sliced(s))
-		run_locked(s, fk_now());
+	if (fk_sliced(s))
+		fk_slice_run_locked(s, fk_now());
 	uint64_t busy = slot < 0 ? s->sched_all : s->pids[slot].sched_ns;
 	for (uint64_t i = s->nkern; i > 0 && s->nkern - i < FK_RING; i--) {
 		struct fk_kern *k = &s->ring[(i - 1) % FK_RING];
