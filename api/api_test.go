@@ -35,21 +35,32 @@ func sampleAssignment() Assignment {
 }
 
 func TestInventoryRoundTrip(t *testing.T) {
-	in := pairInventory()
-	s, err := EncodeInventory(in)
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name string
+		in   func() Inventory
+	}{
+		{name: "two linked GPUs", in: pairInventory},
+		{name: "one of them in MIG mode", in: migInventory},
 	}
-	out, err := DecodeInventory(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in.Version = Version
-	if d := cmp.Diff(in, out); d != "" {
-		t.Errorf("round trip (-in +out):\n%s", d)
-	}
-	if got := out.Link(0, 1); got != (Link{NVLinks: 12, PCIe: PCIeNode}) {
-		t.Errorf("Link(0,1) = %+v", got)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := tc.in()
+			s, err := EncodeInventory(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := DecodeInventory(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in.Version = Version
+			if d := cmp.Diff(in, out); d != "" {
+				t.Errorf("round trip (-in +out):\n%s", d)
+			}
+			if got := out.Link(0, 1); got != (Link{NVLinks: 12, PCIe: PCIeNode}) {
+				t.Errorf("Link(0,1) = %+v", got)
+			}
+		})
 	}
 }
 

@@ -32,22 +32,6 @@ func migInventory() Inventory {
 	return inv
 }
 
-func TestMIGInventoryRoundTrip(t *testing.T) {
-	in := migInventory()
-	s, err := EncodeInventory(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := DecodeInventory(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in.Version = Version
-	if d := cmp.Diff(in, out); d != "" {
-		t.Errorf("round trip (-in +out):\n%s", d)
-	}
-}
-
 func TestDecodeMIGInventoryErrors(t *testing.T) {
 	tests := []struct {
 		name   string

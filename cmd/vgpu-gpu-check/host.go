@@ -214,20 +214,10 @@ func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenan
 		defer close(sdone)
 		sampler.run(ctx, time.Duration(secs/2*float64(time.Second)))
 	}()
-	got := make([]float64, len(ts))
-	errs := make([]error, len(ts))
-	var wg sync.WaitGroup
-	for i, t := range tens {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var res struct{ Rate float64 }
-			started := func(pid int) { roots.add(pid, t.tenancy.Key) }
-			errs[i] = h.exec(ctx, t, progs[programOf(ts[i].Work)].cmd, nil, &res, started, workArgs(ts[i].Work, secs)...)
-			got[i] = 100 * res.Rate / solo[ts[i].Work]
-		}()
-	}
-	wg.Wait()
+	got, err := h.runTogether(ctx, progs, ts, secs, solo, func(i int) (*tenant, []string, func(int)) {
+		t := tens[i]
+		return t, nil, func(pid int) { roots.add(pid, t.tenancy.Key) }
+	})
 	cancel()
 	<-done
 	<-sdone
@@ -235,13 +225,35 @@ func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenan
 	for i, t := range tens {
 		keys[i] = t.tenancy.Key
 	}
-	note := sampler.summary(keys)
+	return got, sampler.summary(keys), err
+}
+
+// runTogether runs every tenant's workload at once (tenant i's container,
+// extra environment and start hook from each) and returns each one's rate as
+// a percentage of its workload's solo rate; the error names the first
+// tenant that failed.
+func (h *host) runTogether(ctx context.Context, progs map[string]*program, ts []tenantSpec, secs float64, solo map[string]float64,
+	each func(i int) (*tenant, []string, func(pid int))) ([]float64, error) {
+	got := make([]float64, len(ts))
+	errs := make([]error, len(ts))
+	var wg sync.WaitGroup
+	for i := range ts {
+		t, env, started := each(i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var res struct{ Rate float64 }
+			errs[i] = h.exec(ctx, t, progs[programOf(ts[i].Work)].cmd, env, &res, started, workArgs(ts[i].Work, secs)...)
+			got[i] = 100 * res.Rate / solo[ts[i].Work]
+		}()
+	}
+	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			return got, note, fmt.Errorf("tenant %d (%s %d): %w", i+1, ts[i].Work, ts[i].Cores, err)
+			return got, fmt.Errorf("tenant %d (%s %d): %w", i+1, ts[i].Work, ts[i].Cores, err)
 		}
 	}
-	return got, note, nil
+	return got, nil
 }
 
 // rootSet is the tenants' unshare pids, filled in as they start.

@@ -259,27 +259,9 @@ func (h *host) mpsShares(ctx context.Context, progs map[string]*program, ts []te
 			seen <- h.mpsClients()
 		}
 	}()
-	got := make([]float64, len(ts))
-	errs := make([]error, len(ts))
-	var wg sync.WaitGroup
-	for i, c := range cs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var res struct{ Rate float64 }
-			errs[i] = h.exec(ctx, c.t, progs[programOf(ts[i].Work)].cmd, c.env, &res, nil, workArgs(ts[i].Work, secs)...)
-			got[i] = 100 * res.Rate / solo[ts[i].Work]
-		}()
-	}
-	wg.Wait()
+	got, err := h.runTogether(ctx, progs, ts, secs, solo, func(i int) (*tenant, []string, func(int)) { return cs[i].t, cs[i].env, nil })
 	cancel()
-	note := <-seen
-	for i, err := range errs {
-		if err != nil {
-			return got, note, fmt.Errorf("tenant %d (%s %d): %w", i+1, ts[i].Work, ts[i].Cores, err)
-		}
-	}
-	return got, note, nil
+	return got, <-seen, err
 }
 
 // mpsClients: "nvml lists 2 MPS client processes", or "" where this NVML
