@@ -19,9 +19,9 @@ type PreferredRequest struct {
 // available ID on each GPU assigned to the container kubelet is about to
 // allocate. Kubelet does not say which pod that is, so every pod's next
 // container of the right size whose GPUs all have a free ID is a candidate;
-// when the candidates do not agree on the GPUs (even among the pods kubelet
-// lists), Preferred returns nil and kubelet picks on its own, leaving the
-// decision to Allocate.
+// with known, only pods kubelet lists count. When no candidate is left, or
+// the candidates do not agree on the GPUs, Preferred returns nil and kubelet
+// picks on its own, leaving the decision to Allocate.
 func Preferred(req PreferredRequest, pods map[string]*Pod, l *Ledger, known Known) []string {
 	free := map[string][]string{} // GPU → available IDs not in MustInclude, sorted
 	must := map[string]bool{}
@@ -53,7 +53,11 @@ func Preferred(req PreferredRequest, pods map[string]*Pod, l *Ledger, known Know
 		}
 		cands = append(cands, c)
 	}
-	if len(cands) > 1 && !agree(cands) && known != nil {
+	if known != nil {
+		// Kubelet lists the pod it is admitting before it asks, so a pod it
+		// does not list (bound, not yet at kubelet) is never the one: steering
+		// to its GPUs hands the admitted pod another pod's assignment, which
+		// Allocate must then refuse.
 		cands = slices.DeleteFunc(cands, func(c Candidate) bool { return !known(c.Pod.Namespace, c.Pod.Name) })
 	}
 	if len(cands) == 0 || !agree(cands) {

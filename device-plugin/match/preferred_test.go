@@ -51,6 +51,18 @@ func TestPreferred(t *testing.T) {
 		known: knownOnly("p2"),
 		want:  []string{id("C", 0)},
 	}, {
+		name:  "the one candidate is a pod kubelet does not list (bound, not yet admitted): nil, not its GPUs",
+		pods:  []*Pod{pod("p1").app("main", "B").obj()},
+		req:   PreferredRequest{Available: all("ABCD", 2), Size: 1},
+		known: knownOnly("p2"),
+		want:  nil,
+	}, {
+		name:  "candidates agree, but kubelet lists neither (its pod is not cached yet): nil",
+		pods:  []*Pod{pod("p2").app("main", "C").obj(), pod("p3").app("main", "C").obj()},
+		req:   PreferredRequest{Available: all("ABCD", 2), Size: 1},
+		known: knownOnly("p1"),
+		want:  nil,
+	}, {
 		name: "a GPU with no free replica rules the candidate out",
 		pods: []*Pod{pod("p1").app("main", "B").obj(), pod("p2").app("main", "C").obj()},
 		req:  PreferredRequest{Available: without(all("ABCD", 2), id("B", 0), id("B", 1)), Size: 1},

@@ -194,21 +194,57 @@ func TestInitAndMultiContainerServedWithoutAPIWrites(t *testing.T) {
 	}
 }
 
-func TestPreferredSteersToAssignedGPUs(t *testing.T) {
-	e := newEnv(t)
-	e.add(t, pod("p1").app("main", share(6), share(7)).obj(t, e))
+func (e *testEnv) allIDs() []string {
 	var available []string
 	for i := range e.node.GPUs {
 		for k := range 10 {
 			available = append(available, e.id(i, k))
 		}
 	}
-	ids, err := e.p.Preferred(context.Background(), &pluginapi.ContainerPreferredAllocationRequest{AvailableDeviceIDs: available, AllocationSize: 2})
+	return available
+}
+
+func TestPreferredSteersToAssignedGPUs(t *testing.T) {
+	e := newEnv(t)
+	e.add(t, pod("p1").app("main", share(6), share(7)).obj(t, e))
+	e.kubelet.set("p1", map[string][]string{"main": nil})
+	ids, err := e.p.Preferred(context.Background(), &pluginapi.ContainerPreferredAllocationRequest{AvailableDeviceIDs: e.allIDs(), AllocationSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := cmp.Diff([]string{e.id(6, 0), e.id(7, 0)}, ids); d != "" {
 		t.Errorf("preferred (-want +got):\n%s", d)
+	}
+}
+
+func TestPreferredWaitsForTheAdmittedPodNotAnotherBoundOne(t *testing.T) {
+	// Under load a pod bound to the node (cached, not yet at kubelet) can be
+	// the only pending container of the right size while kubelet admits a
+	// pod the plugin's cache does not hold yet. Steering to the bound pod's
+	// GPUs gives the admitted pod another pod's assignment, which Allocate
+	// then refuses ("kubelet lists none of their pods"): the pod is lost.
+	// Preferred must wait for the admitted pod and steer to its GPUs.
+	e := newEnv(t)
+	e.p.opts.Config.Allocate.AssignmentWait.Duration = 5 * time.Second
+	e.add(t, pod("bound").app("main", share(2), share(3)).obj(t, e))
+	admitted := pod("admitted").app("main", share(6), share(7)).obj(t, e)
+	if _, err := e.client.CoreV1().Pods(admitted.Namespace).Create(context.Background(), admitted, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.kubelet.set("admitted", map[string][]string{"main": nil})
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		e.p.upsertPod(admitted) // the plugin's informer catches up
+	}()
+	ids, err := e.p.Preferred(context.Background(), &pluginapi.ContainerPreferredAllocationRequest{AvailableDeviceIDs: e.allIDs(), AllocationSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{e.id(6, 0), e.id(7, 0)}, ids); d != "" {
+		t.Errorf("preferred (-want +got):\n%s", d)
+	}
+	if _, err := e.p.Allocate(context.Background(), ids); err != nil {
+		t.Errorf("Allocate of the preferred IDs: %v", err)
 	}
 }
 
