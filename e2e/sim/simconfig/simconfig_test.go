@@ -21,6 +21,9 @@ func TestShippedFiles(t *testing.T) {
 	}{
 		{"e2e/sim/clusters/local.yaml", 6, 8},
 		{"e2e/sim/clusters/bench.yaml", 200, 8},
+		{"e2e/sim/clusters/bench-1000.yaml", 1000, 8},
+		{"e2e/sim/clusters/bench-2000.yaml", 2000, 8},
+		{"e2e/sim/clusters/bench-5000.yaml", 5000, 8},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
