@@ -138,5 +138,5 @@ Every node's device plugin needs an inotify instance: the cluster harness raises
 
 It builds what it needs, starts its own cluster (port base 27000 unless ` + "`VGPU_CLUSTER_PORT_BASE`" + ` is
 set, nodes from ` + "`{{or .SimFile \"e2e/sim/clusters/bench.yaml\"}}`" + `), runs, rewrites this file and ` + "`docs/{{.ChartPNG}}`" + `,
-and stops the cluster; this invocation took {{num .Minutes}} minutes. Raw results: ` + "`{{or .RawFile \"_output/bench/results.json\"}}`" + `. Flags: ` + "`BENCH_FLAGS=\"-runs 1 -timeout 2m\"`" + `.
+and stops the cluster; this invocation took {{num .Minutes}} minutes. Raw results: ` + "`{{or .RawFile \"_output/bench/results.json\"}}`" + `. A shorter run: ` + "`make bench-e2e BENCH_FLAGS=\"-runs 1 -setups vgpu,cpu-only\"`" + ` (flags: ` + "`_output/bin/vgpu-bench -h`" + `).
 `
