@@ -83,7 +83,7 @@ func (p *Plugin) Allocate(ctx context.Context, ids []string) (*pluginapi.Contain
 	deadline := time.Now().Add(p.opts.Config.Allocate.AssignmentWait.Duration)
 	known, snap, err := p.knownBy(ctx, deadline)
 	if err != nil {
-		p.metrics.AllocationFailures.WithLabelValues(metrics.ReasonUnverified).Inc()
+		p.metrics.AllocationFailures.WithLabelValues(reason(err)).Inc()
 		logger.Error(err, "Allocate refused", "ids", ids)
 		return nil, err
 	}
@@ -115,14 +115,19 @@ func (p *Plugin) Allocate(ctx context.Context, ids []string) (*pluginapi.Contain
 	}
 }
 
+// reason is the allocation_failures_total label of a refused Allocate.
 func reason(err error) string {
 	switch {
+	case errors.Is(err, ErrUnverified):
+		return metrics.ReasonUnverified
 	case errors.Is(err, match.ErrBadRequest):
 		return metrics.ReasonBadRequest
 	case errors.Is(err, match.ErrAmbiguous):
 		return metrics.ReasonAmbiguous
 	case errors.Is(err, match.ErrNoMatch):
 		return metrics.ReasonNoMatch
+	case errors.Is(err, ErrMIGNotServed), errors.Is(err, ErrMIGCreate):
+		return metrics.ReasonMIG
 	}
 	return metrics.ReasonInternal
 }

@@ -10,9 +10,11 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/metrics"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/migledger"
 )
 
@@ -199,6 +201,9 @@ func TestAllocateMIGRefusals(t *testing.T) {
 			want := strings.ReplaceAll(tc.want, "%2", e.gpu(2))
 			if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), want) {
 				t.Fatalf("Allocate = %v, want %v containing %q", err, tc.is, want)
+			}
+			if got := testutil.ToFloat64(e.p.metrics.AllocationFailures.WithLabelValues(metrics.ReasonMIG)); got != 1 {
+				t.Errorf("allocation_failures_total{reason=%q} = %v, want 1", metrics.ReasonMIG, got)
 			}
 			if _, ok := e.p.migs.Get(migledger.Key{GPU: e.gpu(2), Placement: tc.share.mig0().Placement}); ok && tc.setup == nil {
 				t.Error("a refused container's instance is in the ledger")
