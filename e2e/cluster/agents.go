@@ -121,7 +121,9 @@ func (c Config) nodeDevicePluginConfig(node, shared string) (string, error) {
 // MIGMinorsFile is node's simulated /proc/driver/nvidia-caps/mig-minors:
 // the driver's MIG capability minors, which the node's device plugin names
 // the device nodes of its MIG devices' CDI specs after.
-func (c Config) MIGMinorsFile(node string) string { return filepath.Join(c.NodeDir(node), "mig-minors") }
+func (c Config) MIGMinorsFile(node string) string {
+	return filepath.Join(c.NodeDir(node), "mig-minors")
+}
 
 // writeMIGMinors writes node's MIGMinorsFile, as the driver lists them.
 func (c Config) writeMIGMinors(node string) error {
