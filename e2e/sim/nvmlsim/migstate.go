@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -68,6 +69,9 @@ func (s *Sim) PersistMIG(path string) error {
 		if err := s.loadMIG(b); err != nil {
 			return fmt.Errorf("simulated MIG state %s: %w", path, err)
 		}
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("simulated MIG state: %w", err)
 	}
 	s.migFile = path
 	return s.saveMIG()

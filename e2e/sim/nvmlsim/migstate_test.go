@@ -70,7 +70,7 @@ func instancesOf(t *testing.T, sim *Sim) []string {
 // create after the restart gets a fresh UUID; MIG mode off at the restart
 // drops the GPU's instances.
 func TestPersistMIG(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "mig-state.json")
+	path := filepath.Join(t.TempDir(), "state", "mig-state.json") // its directory made on the way
 	node := migNode(t, "NVIDIA A100-SXM4-40GB")
 	first := New(node)
 	if err := first.PersistMIG(path); err != nil {
