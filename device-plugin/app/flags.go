@@ -12,6 +12,7 @@ type Flags struct {
 	PluginsDir, KubeletSocket        string
 	PodResourcesSocket, StateDir     string
 	MetricsAddress, CDISpecDir       string
+	MIGMinors                        string
 }
 
 // Bind defines the flags on fs.
@@ -24,6 +25,7 @@ func (f *Flags) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.PodResourcesSocket, "pod-resources-socket", "", "kubelet's PodResources socket (overrides kubelet.podResourcesSocket)")
 	fs.StringVar(&f.StateDir, "state-dir", "", "host directory for per-container limiter files (overrides stateDir)")
 	fs.StringVar(&f.CDISpecDir, "cdi-spec-dir", "", "host directory of the plugin's own CDI specs (overrides cdi.specDir)")
+	fs.StringVar(&f.MIGMinors, "mig-minors", "", "the driver's MIG capability minors file (overrides cdi.migMinors)")
 	fs.StringVar(&f.MetricsAddress, "metrics-address", "", "address of /metrics, \"\" keeps the config's (overrides metricsAddress; \"off\" disables)")
 }
 
@@ -52,6 +54,7 @@ func (f *Flags) Config() (config.Config, error) {
 	set(&c.Kubelet.PodResourcesSocket, f.PodResourcesSocket)
 	set(&c.StateDir, f.StateDir)
 	set(&c.CDI.SpecDir, f.CDISpecDir)
+	set(&c.CDI.MIGMinors, f.MIGMinors)
 	switch f.MetricsAddress {
 	case "":
 	case "off":

@@ -2,9 +2,10 @@
 // the fully-qualified names of the GPUs a container gets (resolved by the
 // runtime against the NVIDIA toolkit's CDI spec), the cdi.k8s.io/ container
 // annotation for runtimes that read CDI only from annotations, and the
-// plugin's own CDI spec: one device per allocated container whose
+// plugin's own CDI specs: one device per allocated container whose
 // createRuntime hook keeps the image's /etc/ld.so.preload (package
-// preloadhook, binary vgpu-cdi-hook).
+// preloadhook, binary vgpu-cdi-hook), and the MIG devices it hands a
+// container (mig.go).
 //
 // Naming rules (CDI specification): a kind is vendor/class; the vendor is
 // letters, digits, '-', '_' and '.', starting with a letter and ending with a
@@ -46,16 +47,11 @@ const (
 	ByIndex Strategy = "index"
 )
 
-// GPU is what a strategy needs of one GPU.
+// GPU is what a strategy needs of one GPU. MIG devices are not named here:
+// the plugin names them in its own spec (WriteMIG).
 type GPU struct {
 	UUID  string
 	Index int
-	// MIG is the UUID of the MIG device (MIG-…) the container gets of the
-	// GPU, "" for the whole GPU or a share of it. A MIG device is named by
-	// its UUID under every strategy: the toolkit's index names of MIG
-	// devices (gpu:mig) number them in the order NVML lists them, which
-	// changes as instances come and go.
-	MIG string
 }
 
 var namers = map[Strategy]func(GPU) string{
@@ -92,11 +88,7 @@ func Names(kind string, s Strategy, gpus []GPU) ([]string, error) {
 	}
 	out := make([]string, len(gpus))
 	for i, g := range gpus {
-		n := name(g)
-		if g.MIG != "" {
-			n = g.MIG
-		}
-		q, err := Qualified(kind, n)
+		q, err := Qualified(kind, name(g))
 		if err != nil {
 			return nil, err
 		}

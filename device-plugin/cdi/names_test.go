@@ -22,10 +22,6 @@ func TestNames(t *testing.T) {
 		{name: "another vendor's kind", kind: "example.com/accel", strategy: ByUUID, want: []string{"example.com/accel=GPU-b2", "example.com/accel=GPU-a1"}},
 		{name: "unknown strategy", kind: DefaultKind, strategy: "minor", wantErr: true},
 		{name: "kind without class", kind: "nvidia.com", strategy: ByUUID, wantErr: true},
-		{name: "a MIG device by its UUID", kind: DefaultKind, strategy: ByUUID, gpus: []GPU{{UUID: "GPU-b2", Index: 3, MIG: "MIG-c3"}, gpus[1]},
-			want: []string{"nvidia.com/gpu=MIG-c3", "nvidia.com/gpu=GPU-a1"}},
-		{name: "a MIG device by its UUID under the index strategy too", kind: DefaultKind, strategy: ByIndex, gpus: []GPU{{UUID: "GPU-b2", Index: 3, MIG: "MIG-c3"}, gpus[1]},
-			want: []string{"nvidia.com/gpu=MIG-c3", "nvidia.com/gpu=0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := gpus

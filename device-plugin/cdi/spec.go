@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -33,7 +34,15 @@ type Device struct {
 
 // ContainerEdits are what the runtime applies for a device.
 type ContainerEdits struct {
-	Hooks []Hook `json:"hooks,omitempty"`
+	Env         []string     `json:"env,omitempty"`
+	DeviceNodes []DeviceNode `json:"deviceNodes,omitempty"`
+	Hooks       []Hook       `json:"hooks,omitempty"`
+}
+
+// DeviceNode is a device node the runtime creates in the container (the
+// host's node at the same path: the runtime reads its type and numbers).
+type DeviceNode struct {
+	Path string `json:"path"`
 }
 
 // Hook is an OCI hook: Path runs with Args (Args[0] is argv[0]).
@@ -52,7 +61,14 @@ const CreateRuntime = "createRuntime"
 // Specs is the directory the runtime reads specs from (host path).
 type Specs struct{ Dir string }
 
-const filePrefix = "volcano-vgpu.io-limiter_"
+// filePrefixes start the names of the plugin's spec files, one per kind,
+// each followed by <podUID>_<container>.json.
+const (
+	filePrefix    = "volcano-vgpu.io-limiter_"
+	migFilePrefix = "volcano-vgpu.io-mig_"
+)
+
+func filePrefixes() []string { return []string{filePrefix, migFilePrefix} }
 
 // LimiterDevice is the device name of one container: <podUID>_<container>.
 func LimiterDevice(podUID, container string) (string, error) {
@@ -78,36 +94,42 @@ func (s Specs) WriteLimiter(podUID, container string, hooks ...Hook) (string, er
 			return "", fmt.Errorf("CDI hook %q: expected a hook name and an absolute path on the host", h.Path)
 		}
 	}
-	b, err := json.MarshalIndent(Spec{CDIVersion: Version, Kind: LimiterKind,
-		Devices: []Device{{Name: dev, ContainerEdits: ContainerEdits{Hooks: hooks}}}}, "", "  ")
-	if err != nil {
+	sp := Spec{CDIVersion: Version, Kind: LimiterKind, Devices: []Device{{Name: dev, ContainerEdits: ContainerEdits{Hooks: hooks}}}}
+	if err := s.write(s.file(dev), sp); err != nil {
 		return "", err
 	}
+	return LimiterKind + "=" + dev, nil
+}
+
+// write replaces the spec file path with sp atomically (the runtime may
+// read at any time).
+func (s Specs) write(path string, sp Spec) error {
+	b, err := json.MarshalIndent(sp, "", "  ")
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
-		return "", fmt.Errorf("CDI spec directory (cdi.specDir): %w", err)
+		return fmt.Errorf("CDI spec directory (cdi.specDir): %w", err)
 	}
 	// The temporary name does not end in .json: a runtime watching the
 	// directory never parses a half-written spec.
-	tmp, err := os.CreateTemp(s.Dir, "."+filePrefix+"*.tmp")
+	tmp, err := os.CreateTemp(s.Dir, ".volcano-vgpu.io_*.tmp")
 	if err != nil {
-		return "", fmt.Errorf("CDI spec directory (cdi.specDir): %w", err)
+		return fmt.Errorf("CDI spec directory (cdi.specDir): %w", err)
 	}
 	defer os.Remove(tmp.Name())
 	if _, err := tmp.Write(append(b, '\n')); err != nil {
 		tmp.Close()
-		return "", err
+		return err
 	}
 	if err := tmp.Chmod(0o644); err != nil {
 		tmp.Close()
-		return "", err
+		return err
 	}
 	if err := tmp.Close(); err != nil {
-		return "", err
+		return err
 	}
-	if err := os.Rename(tmp.Name(), s.file(dev)); err != nil {
-		return "", err
-	}
-	return LimiterKind + "=" + dev, nil
+	return os.Rename(tmp.Name(), path)
 }
 
 // Read reads back the spec of one container (tests and the emulators).
@@ -117,14 +139,19 @@ func (s Specs) Read(podUID, container string) (Spec, error) {
 	if err != nil {
 		return sp, err
 	}
-	b, err := os.ReadFile(s.file(dev))
+	return readSpec(s.file(dev))
+}
+
+func readSpec(path string) (Spec, error) {
+	var sp Spec
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return sp, err
 	}
 	return sp, json.Unmarshal(b, &sp)
 }
 
-// Pods lists the pod UIDs that have specs here.
+// Pods lists the pod UIDs that have specs (of any kind) here, sorted.
 func (s Specs) Pods() ([]string, error) {
 	entries, err := os.ReadDir(s.Dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -136,27 +163,34 @@ func (s Specs) Pods() ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
 	for _, e := range entries {
-		rest, ok := strings.CutPrefix(e.Name(), filePrefix)
-		if !ok || !strings.HasSuffix(rest, ".json") {
-			continue
-		}
-		uid, _, ok := strings.Cut(rest, "_")
-		if ok && !seen[uid] {
-			seen[uid] = true
-			out = append(out, uid)
+		for _, prefix := range filePrefixes() {
+			rest, ok := strings.CutPrefix(e.Name(), prefix)
+			if !ok || !strings.HasSuffix(rest, ".json") {
+				continue
+			}
+			uid, _, ok := strings.Cut(rest, "_")
+			if ok && !seen[uid] {
+				seen[uid] = true
+				out = append(out, uid)
+			}
 		}
 	}
+	slices.Sort(out)
 	return out, nil
 }
 
-// Remove deletes the specs of every container of a pod.
+// Remove deletes the specs (every kind) of every container of a pod.
 func (s Specs) Remove(podUID string) error {
 	if strings.ContainsAny(podUID, "/_*?[") || podUID == "" {
 		return fmt.Errorf("pod UID %q: not a UID", podUID)
 	}
-	files, err := filepath.Glob(filepath.Join(s.Dir, filePrefix+podUID+"_*.json"))
-	if err != nil {
-		return err
+	var files []string
+	for _, prefix := range filePrefixes() {
+		f, err := filepath.Glob(filepath.Join(s.Dir, prefix+podUID+"_*.json"))
+		if err != nil {
+			return err
+		}
+		files = append(files, f...)
 	}
 	var errs []error
 	for _, f := range files {

@@ -33,6 +33,10 @@ type CDI struct {
 	KeepImagePreload *bool `json:"keepImagePreload,omitempty"`
 	// HookPath is vgpu-cdi-hook on the host (the runtime runs it).
 	HookPath string `json:"hookPath"`
+	// MIGMinors is the driver's list of MIG capability minors
+	// (/proc/driver/nvidia-caps/mig-minors on the host): the device nodes of
+	// the MIG devices the plugin names in its own CDI specs come from it.
+	MIGMinors string `json:"migMinors"`
 }
 
 func (c *CDI) applyDefaults() {
@@ -47,6 +51,7 @@ func (c *CDI) applyDefaults() {
 	def(&c.DeviceNames, string(cdi.ByUUID))
 	def(&c.SpecDir, cdi.DefaultSpecDir)
 	def(&c.HookPath, "/usr/local/volcano-vgpu/vgpu-cdi-hook")
+	def(&c.MIGMinors, cdi.DefaultMIGMinors)
 }
 
 // On reports CDI mode.
@@ -63,13 +68,13 @@ func (c CDI) validate() error {
 	if err := cdi.ValidateKind(c.Kind); err != nil {
 		return fmt.Errorf("cdi.kind: %w (the NVIDIA Container Toolkit's kind is %s)", err, cdi.DefaultKind)
 	}
-	if c.Kind == cdi.LimiterKind {
-		return fmt.Errorf("cdi.kind: %s is the plugin's own kind; use the GPUs' kind, such as %s", cdi.LimiterKind, cdi.DefaultKind)
+	if c.Kind == cdi.LimiterKind || c.Kind == cdi.MIGKind {
+		return fmt.Errorf("cdi.kind: %s is the plugin's own kind; use the GPUs' kind, such as %s", c.Kind, cdi.DefaultKind)
 	}
 	if _, err := cdi.ParseStrategy("cdi.deviceNames", c.DeviceNames); err != nil {
 		return err
 	}
-	for _, p := range []struct{ key, path string }{{"cdi.specDir", c.SpecDir}, {"cdi.hookPath", c.HookPath}} {
+	for _, p := range []struct{ key, path string }{{"cdi.specDir", c.SpecDir}, {"cdi.hookPath", c.HookPath}, {"cdi.migMinors", c.MIGMinors}} {
 		if !filepath.IsAbs(p.path) {
 			return fmt.Errorf("%s: expected an absolute path on the host, got %q", p.key, p.path)
 		}

@@ -27,7 +27,16 @@ type MIG struct {
 	// Unnamed lists NVML profile IDs this package cannot name (profiles of
 	// newer GPUs: graphics, all media engines); they are not offered.
 	Unnamed []uint32
+	// Minor is the GPU's device minor (/dev/nvidia<Minor>) and IDs the GPU
+	// and compute instance IDs of each MIG device, by MIG UUID: what the
+	// device nodes a container needs for the device are named after
+	// (/proc/driver/nvidia-caps/mig-minors). Read with MIG mode on.
+	Minor int
+	IDs   map[string]MIGIDs
 }
+
+// MIGIDs are a MIG device's GPU instance and compute instance IDs.
+type MIGIDs struct{ GI, CI int }
 
 // ErrMIG is wrapped by every error MIG returns.
 var ErrMIG = errors.New("cannot read the GPU's MIG state")
@@ -56,9 +65,18 @@ func (l *nvmlLib) MIG(uuid string) (MIG, error) {
 	if ret != nvml.SUCCESS {
 		return fail("memory info", ret)
 	}
+	if m.Minor, ret = h.GetMinorNumber(); ret != nvml.SUCCESS {
+		return fail("minor number", ret)
+	}
 	migDevices, err := l.migDevices(h)
 	if err != nil {
 		return MIG{}, fmt.Errorf("%w: GPU %s: %w", ErrMIG, uuid, err)
+	}
+	for _, d := range migDevices {
+		if m.IDs == nil {
+			m.IDs = map[string]MIGIDs{}
+		}
+		m.IDs[d.uuid] = d.ids
 	}
 	for c := 0; c < nvml.GPU_INSTANCE_PROFILE_COUNT; c++ {
 		info, ret := h.GetGpuInstanceProfileInfo(c)
@@ -106,6 +124,7 @@ func (l *nvmlLib) MIG(uuid string) (MIG, error) {
 type migDevice struct {
 	uuid  string
 	inUse bool
+	ids   MIGIDs
 }
 
 // migDevices maps GPU instance IDs to their MIG device (the first compute
@@ -128,6 +147,10 @@ func (l *nvmlLib) migDevices(h nvml.Device) (map[int]migDevice, error) {
 		if ret != nvml.SUCCESS {
 			return nil, fmt.Errorf("GPU instance of MIG device %d: %v", i, ret)
 		}
+		ci, ret := d.GetComputeInstanceId()
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("compute instance of MIG device %d: %v", i, ret)
+		}
 		uuid, ret := d.GetUUID()
 		if ret != nvml.SUCCESS {
 			return nil, fmt.Errorf("UUID of MIG device %d: %v", i, ret)
@@ -137,7 +160,7 @@ func (l *nvmlLib) migDevices(h nvml.Device) (map[int]migDevice, error) {
 			return nil, fmt.Errorf("processes on MIG device %s: %v", uuid, ret)
 		}
 		if _, seen := out[gi]; !seen {
-			out[gi] = migDevice{uuid: uuid, inUse: len(procs) > 0}
+			out[gi] = migDevice{uuid: uuid, inUse: len(procs) > 0, ids: MIGIDs{GI: gi, CI: ci}}
 		}
 	}
 	return out, nil

@@ -70,6 +70,12 @@ func TestCreateMIG(t *testing.T) {
 			if d := cmp.Diff(want, state.Instances); d != "" {
 				t.Errorf("instances after create (-want +got):\n%s", d)
 			}
+			// the simulated NVML numbers GPU instances from 1 (the created one
+			// follows those made before) and the GPU's minor is its index
+			wantIDs := gpu.MIGIDs{GI: len(tc.before) + 1, CI: 0}
+			if got := state.IDs[migUUID]; got != wantIDs || state.Minor != tc.gpu || len(state.IDs) != len(tc.before)+1 {
+				t.Errorf("minor %d, IDs %+v; want minor %d and %s at %+v", state.Minor, state.IDs, tc.gpu, migUUID, wantIDs)
+			}
 		})
 	}
 }

@@ -6,6 +6,7 @@ package metrics
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -99,14 +100,23 @@ type Snapshot struct {
 	InventoryPublished time.Time
 }
 
-// Allocation failure reasons (label values).
+// Allocation failure reasons (label values of allocation_failures_total).
 const (
 	ReasonBadRequest = "bad_request"
 	ReasonNoMatch    = "no_match"
 	ReasonAmbiguous  = "ambiguous"
 	ReasonInternal   = "internal"
 	ReasonUnverified = "unverified" // kubelet's PodResources did not answer
+	// ReasonMIG: the container's MIG instance could not be handed out (no
+	// instance, the create failed, its placement is taken).
+	ReasonMIG = "mig"
 )
+
+// AllocationReasons is the fixed set of allocation_failures_total's reason
+// label values, in the order its help text lists them.
+func AllocationReasons() []string {
+	return []string{ReasonBadRequest, ReasonNoMatch, ReasonAmbiguous, ReasonUnverified, ReasonMIG, ReasonInternal}
+}
 
 // Metrics holds the counters the plugin updates.
 type Metrics struct {
@@ -272,7 +282,7 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) *Metrics {
 	m := &Metrics{
 		AllocationFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "allocation_failures_total",
-			Help: "Allocate calls refused, by reason (bad_request, no_match, ambiguous, internal).",
+			Help: "Allocate calls refused, by reason (" + strings.Join(AllocationReasons(), ", ") + ").",
 		}, []string{"reason"}),
 		PreStartFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: ns, Name: "prestart_failures_total",

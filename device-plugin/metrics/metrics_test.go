@@ -31,7 +31,7 @@ func TestExposition(t *testing.T) {
 	})
 	m.AllocationFailures.WithLabelValues(ReasonAmbiguous).Inc()
 	want := `
-# HELP volcano_vgpu_allocation_failures_total Allocate calls refused, by reason (bad_request, no_match, ambiguous, internal).
+# HELP volcano_vgpu_allocation_failures_total Allocate calls refused, by reason (bad_request, no_match, ambiguous, unverified, mig, internal).
 # TYPE volcano_vgpu_allocation_failures_total counter
 volcano_vgpu_allocation_failures_total{reason="ambiguous"} 1
 # HELP volcano_vgpu_container_cores_limit_ratio Compute share of a container on one GPU (1 = the whole GPU).
@@ -112,5 +112,20 @@ volcano_vgpu_gpus_unnamed 1
 	}
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) != 0 {
 		t.Errorf("lint: %v %v", problems, err)
+	}
+}
+
+func TestAllocationReasonsAreDistinctLabels(t *testing.T) {
+	seen := map[string]bool{}
+	for _, r := range AllocationReasons() {
+		if r == "" || strings.ToLower(r) != r || strings.ContainsAny(r, " ,") || seen[r] {
+			t.Errorf("reason %q: want distinct lower-case label values", r)
+		}
+		seen[r] = true
+	}
+	for _, r := range []string{ReasonBadRequest, ReasonNoMatch, ReasonAmbiguous, ReasonInternal, ReasonUnverified, ReasonMIG} {
+		if !seen[r] {
+			t.Errorf("reason %q is missing from AllocationReasons", r)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/cdi"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/containerdir"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/match"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/metrics"
@@ -83,7 +84,7 @@ func (p *Plugin) Allocate(ctx context.Context, ids []string) (*pluginapi.Contain
 	deadline := time.Now().Add(p.opts.Config.Allocate.AssignmentWait.Duration)
 	known, snap, err := p.knownBy(ctx, deadline)
 	if err != nil {
-		p.metrics.AllocationFailures.WithLabelValues(metrics.ReasonUnverified).Inc()
+		p.metrics.AllocationFailures.WithLabelValues(reason(err)).Inc()
 		logger.Error(err, "Allocate refused", "ids", ids)
 		return nil, err
 	}
@@ -115,14 +116,19 @@ func (p *Plugin) Allocate(ctx context.Context, ids []string) (*pluginapi.Contain
 	}
 }
 
+// reason is the allocation_failures_total label of a refused Allocate.
 func reason(err error) string {
 	switch {
+	case errors.Is(err, ErrUnverified):
+		return metrics.ReasonUnverified
 	case errors.Is(err, match.ErrBadRequest):
 		return metrics.ReasonBadRequest
 	case errors.Is(err, match.ErrAmbiguous):
 		return metrics.ReasonAmbiguous
 	case errors.Is(err, match.ErrNoMatch):
 		return metrics.ReasonNoMatch
+	case errors.Is(err, ErrMIGNotServed), errors.Is(err, ErrMIGCreate):
+		return metrics.ReasonMIG
 	}
 	return metrics.ReasonInternal
 }
@@ -149,6 +155,12 @@ func (p *Plugin) allocateLocked(ctx context.Context, ids []string, known match.K
 	if err != nil {
 		return nil, rec, false, fmt.Errorf("pod %s/%s: %w", rec.Namespace, rec.Name, err)
 	}
+	var minors cdi.MIGMinors // read before an instance is created for the container
+	if p.opts.Config.CDI.On() && anyMIG(rec.Devices) {
+		if minors, err = p.migMinors(); err != nil {
+			return nil, rec, false, fmt.Errorf("pod %s/%s container %s: %w", rec.Namespace, rec.Name, rec.Container, err)
+		}
+	}
 	if rec.Devices, err = p.serveMIG(ctx, rec); err != nil {
 		return nil, rec, false, fmt.Errorf("pod %s/%s: %w", rec.Namespace, rec.Name, err)
 	}
@@ -173,7 +185,7 @@ func (p *Plugin) allocateLocked(ctx context.Context, ids []string, known match.K
 	if threads > 0 {
 		p.holdMPS(rec.Devices[0].UUID, threads)
 	}
-	resp, err := p.response(rec, paths, threads)
+	resp, err := p.response(rec, paths, threads, minors)
 	if err != nil {
 		return nil, rec, false, fmt.Errorf("pod %s/%s container %s: %w", rec.Namespace, rec.Name, rec.Container, err)
 	}

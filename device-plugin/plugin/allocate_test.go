@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/match"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/metrics"
 )
 
 func readLimiter(t *testing.T, r *pluginapi.ContainerAllocateResponse) LimiterInput {
@@ -297,5 +299,31 @@ func TestAllocateRefusesWhatKubeletCannotConfirm(t *testing.T) {
 	}()
 	if _, err := e.p.Allocate(context.Background(), []string{e.id(0, 0)}); err != nil {
 		t.Fatalf("Allocate once kubelet answers again: %v", err)
+	}
+}
+
+func TestReason(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{name: "malformed device IDs", err: fmt.Errorf("ids: %w", match.ErrBadRequest), want: metrics.ReasonBadRequest},
+		{name: "two pods fit", err: fmt.Errorf("x: %w", match.ErrAmbiguous), want: metrics.ReasonAmbiguous},
+		{name: "no pod fits", err: fmt.Errorf("x: %w", match.ErrNoMatch), want: metrics.ReasonNoMatch},
+		{name: "kubelet did not answer", err: fmt.Errorf("%w: PodResources", ErrUnverified), want: metrics.ReasonUnverified},
+		{name: "MIG placement taken", err: fmt.Errorf("pod ns/p: %w: slices held", ErrMIGNotServed), want: metrics.ReasonMIG},
+		{name: "MIG create failed", err: fmt.Errorf("pod ns/p: %w: ERROR_INSUFFICIENT_RESOURCES", ErrMIGCreate), want: metrics.ReasonMIG},
+		{name: "a write failed", err: errors.New("writing the limiter config: disk full"), want: metrics.ReasonInternal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := reason(tc.err)
+			if got != tc.want {
+				t.Errorf("reason(%v) = %q, want %q", tc.err, got, tc.want)
+			}
+			if !slices.Contains(metrics.AllocationReasons(), got) {
+				t.Errorf("reason %q is not in the fixed set %v", got, metrics.AllocationReasons())
+			}
+		})
 	}
 }

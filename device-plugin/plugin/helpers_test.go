@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/prometheus/client_golang/prometheus"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -114,6 +115,11 @@ func newEnvSim(t testing.TB, stateDir string, sim *nvmlsim.Sim, edit func(*confi
 	cfg := config.Default()
 	cfg.StateDir = stateDir
 	cfg.CDI.SpecDir = filepath.Join(stateDir, "cdi") // never the host's
+	// the driver's MIG capability minors, as the node's /proc lists them
+	cfg.CDI.MIGMinors = filepath.Join(stateDir, "mig-minors")
+	if err := os.WriteFile(cfg.CDI.MIGMinors, []byte(nvmlsim.MIGMinors()), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cfg.Allocate.AssignmentWait.Duration = 0
 	if edit != nil {
 		edit(&cfg)

@@ -34,7 +34,7 @@ var ErrMIGCreate = errors.New("cannot create the MIG instance")
 // and by the MIG reconciler (reconcileMIG).
 func (p *Plugin) discoverMIG(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	p.mig = map[string]*api.MIG{}
+	p.mig, p.migIDs = map[string]*api.MIG{}, map[string]migIDs{}
 	for _, d := range p.devices {
 		if d.Failure != "" {
 			continue
@@ -52,6 +52,7 @@ func (p *Plugin) discoverMIG(ctx context.Context) error {
 		}
 		if state != nil {
 			p.mig[d.UUID] = state
+			p.migIDs[d.UUID] = migIDs{minor: m.Minor, ids: m.IDs}
 			logger.V(2).Info("MIG GPU", "gpu", d.UUID, "index", d.Index, "geometry", state.Geometry, "profiles", len(state.Profiles), "instances", len(state.Instances))
 		}
 	}

@@ -155,6 +155,7 @@ func (p *Plugin) refreshMIG(ctx context.Context, gpus map[string]bool) {
 			c := *state
 			c.Instances = m.Instances
 			p.mig[uuid] = &c
+			p.migIDs[uuid] = migIDs{minor: m.Minor, ids: m.IDs}
 		}
 		p.migMu.Unlock()
 	}

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -10,10 +11,14 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/cdi"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/metrics"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/migledger"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/nvmlsim"
 )
 
 // instances is what the inventory publishes of GPU 2's MIG instances.
@@ -70,11 +75,26 @@ func TestAllocateCreatesMIGInstance(t *testing.T) {
 				t.Fatalf("inventory instances %+v: no MIG device at 2+1", e.instances(t))
 			}
 			if cdiOn {
-				if got, want := cdiNames(r), []string{"nvidia.com/gpu=" + mig, "volcano-vgpu.io/limiter=uid-p-mig_main"}; !slices.Equal(got, want) {
+				// the plugin's own spec names the new instance (the toolkit's lacks it)
+				if got, want := cdiNames(r), []string{"volcano-vgpu.io/mig=uid-p-mig_main_" + mig, "volcano-vgpu.io/limiter=uid-p-mig_main"}; !slices.Equal(got, want) {
 					t.Errorf("CDI devices = %q, want %q", got, want)
 				}
 				if v := r.Envs[EnvVisibleDevices]; v != VisibleDevicesVoid {
 					t.Errorf("%s = %q, want void in CDI mode", EnvVisibleDevices, v)
+				}
+				sp, err := cdi.Specs{Dir: e.cfg.CDI.SpecDir}.ReadMIG("uid-p-mig", "main")
+				if err != nil {
+					t.Fatal(err)
+				}
+				// GPU 2 (minor 2); the 3g.20gb made first is GPU instance 1, this one 2
+				node := func(p string) cdi.DeviceNode { return cdi.DeviceNode{Path: p} }
+				want := cdi.Spec{CDIVersion: cdi.Version, Kind: cdi.MIGKind, Devices: []cdi.Device{{Name: "uid-p-mig_main_" + mig, ContainerEdits: cdi.ContainerEdits{
+					Env: []string{"NVIDIA_VISIBLE_DEVICES=" + mig},
+					DeviceNodes: []cdi.DeviceNode{node("/dev/nvidia2"), node(fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", nvmlsim.MIGMinor(2, 2, -1))),
+						node(fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", nvmlsim.MIGMinor(2, 2, 0))), node("/dev/nvidiactl"), node("/dev/nvidia-uvm")},
+				}}}}
+				if d := cmp.Diff(want, sp); d != "" {
+					t.Errorf("MIG CDI spec (-want +got):\n%s", d)
 				}
 			} else if v := r.Envs[EnvVisibleDevices]; v != mig {
 				t.Errorf("%s = %q, want the MIG device %s", EnvVisibleDevices, v, mig)
@@ -177,6 +197,9 @@ func TestAllocateMIGRefusals(t *testing.T) {
 				}
 			},
 			want: "the 2g.10gb instance at memory slices 0+2 of GPU %2 (container \"main\"): cannot read the GPU's MIG state: GPU %2: 2g.10gb at memory slices 0+2: memory slices held by another MIG instance"},
+		{name: "CDI mode without the driver's MIG minors", share: migShare(2, "2g.10gb", 9728, 0, 2, ""), is: ErrMIGNotServed,
+			edit: func(c *config.Config) { c.CDI.MIGMinors = "/nonexistent/mig-minors" },
+			want: "no MIG capability minors: /nonexistent/mig-minors does not exist"},
 		{name: "slices taken behind the plugin's back since it last read them", share: migShare(2, "2g.10gb", 9728, 0, 2, ""), is: ErrMIGNotServed,
 			setup: func(t *testing.T, e *testEnv, _ string) {
 				createInSim(t, e, nvml.GPU_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, 1, 1)
@@ -200,8 +223,14 @@ func TestAllocateMIGRefusals(t *testing.T) {
 			if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), want) {
 				t.Fatalf("Allocate = %v, want %v containing %q", err, tc.is, want)
 			}
+			if got := testutil.ToFloat64(e.p.metrics.AllocationFailures.WithLabelValues(metrics.ReasonMIG)); got != 1 {
+				t.Errorf("allocation_failures_total{reason=%q} = %v, want 1", metrics.ReasonMIG, got)
+			}
 			if _, ok := e.p.migs.Get(migledger.Key{GPU: e.gpu(2), Placement: tc.share.mig0().Placement}); ok && tc.setup == nil {
 				t.Error("a refused container's instance is in the ledger")
+			}
+			if pl := tc.share.mig0().Placement; tc.setup == nil && e.instanceAt(t, pl.Start, pl.Size) != "" {
+				t.Errorf("a refused container's instance was created at %v", pl)
 			}
 		})
 	}

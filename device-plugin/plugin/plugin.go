@@ -77,6 +77,10 @@ type Plugin struct {
 	// (taken after mu where both are).
 	migMu sync.RWMutex
 	mig   map[string]*api.MIG
+	// migIDs: each MIG GPU's device minor and its MIG devices' instance
+	// IDs, from the same reads (under migMu): the device nodes of the
+	// plugin's CDI specs of MIG devices.
+	migIDs map[string]migIDs
 	// migs: the MIG instances handed to pods (under mu).
 	migs      *migledger.Ledger
 	health    *health.Tracker

@@ -30,11 +30,13 @@ const (
 // limiter's files; CDI mode names the GPUs as CDI devices (plus, when the
 // image's preload is kept, the container's own limiter device whose hook
 // writes its preload file) and sets NVIDIA_VISIBLE_DEVICES=void, env mode
-// names them in NVIDIA_VISIBLE_DEVICES.
+// names them in NVIDIA_VISIBLE_DEVICES. In CDI mode a MIG device is named
+// in the plugin's own spec (migSpec, with the driver's capability minors):
+// the toolkit's spec lacks instances created after it was generated.
 //
 // A container on an MPS GPU (mpsThreads > 0) also gets its GPU's MPS pipe
 // directory, the MPS shared memory and the MPS variables (addMPS).
-func (p *Plugin) response(rec containerdir.Record, paths containerdir.Paths, mpsThreads uint32) (*pluginapi.ContainerAllocateResponse, error) {
+func (p *Plugin) response(rec containerdir.Record, paths containerdir.Paths, mpsThreads uint32, minors cdi.MIGMinors) (*pluginapi.ContainerAllocateResponse, error) {
 	l, c := p.opts.Config.Limiter, p.opts.Config.CDI
 	r := &pluginapi.ContainerAllocateResponse{
 		Envs: map[string]string{
@@ -66,6 +68,11 @@ func (p *Plugin) response(rec containerdir.Record, paths containerdir.Paths, mps
 	if err != nil {
 		return nil, fmt.Errorf("CDI names of the GPUs (cdi.kind, cdi.deviceNames): %w", err)
 	}
+	migNames, err := p.migSpec(rec, minors)
+	if err != nil {
+		return nil, err
+	}
+	names = append(names, migNames...)
 	if c.KeepsPreload() && p.opts.Config.PreloadEnabled() {
 		hook := cdi.Hook{HookName: cdi.CreateRuntime, Path: c.HookPath, Timeout: ptr(cdi.HookTimeoutSeconds),
 			Args: preloadhook.Argv(preloadhook.Args{File: paths.Preload, Library: l.ContainerLibrary})}
@@ -88,14 +95,14 @@ func (p *Plugin) response(rec containerdir.Record, paths containerdir.Paths, mps
 }
 
 // cdiGPUs are the container's GPUs with their node indexes, in the
-// assignment's order.
+// assignment's order; MIG devices are left to migSpec.
 func (p *Plugin) cdiGPUs(rec containerdir.Record) []cdi.GPU {
 	out := make([]cdi.GPU, 0, len(rec.Devices))
 	for _, d := range rec.Devices {
-		g := cdi.GPU{UUID: d.UUID, Index: -1}
 		if d.MIG != nil {
-			g.MIG = d.MIG.UUID
+			continue
 		}
+		g := cdi.GPU{UUID: d.UUID, Index: -1}
 		for _, dev := range p.devices {
 			if dev.UUID == d.UUID {
 				g.Index = dev.Index

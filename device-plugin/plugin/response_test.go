@@ -187,6 +187,14 @@ func TestGCRemovesSpecsOfDeletedPods(t *testing.T) {
 	if _, err := specs.WriteLimiter("uid-gone", "main", cdi.Hook{HookName: cdi.CreateRuntime, Path: "/bin/true"}); err != nil {
 		t.Fatal(err)
 	}
+	// and a MIG device's spec of another gone pod
+	minors, err := cdi.ReadMIGMinors(e.cfg.CDI.MIGMinors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := specs.WriteMIG("uid-gone-mig", "main", minors, []cdi.MIGDevice{{UUID: "MIG-1", GI: 1}}); err != nil {
+		t.Fatal(err)
+	}
 	e.p.mu.Lock()
 	e.p.synced = true
 	e.p.mu.Unlock()

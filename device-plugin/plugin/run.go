@@ -297,10 +297,11 @@ func (p *Plugin) GC(ctx context.Context, minAge time.Duration) {
 	}
 }
 
-// gcSpecs removes the plugin's CDI specs of pods whose state is gone (the
-// runtime only reads them while creating a container).
+// gcSpecs removes the plugin's CDI specs (limiter and MIG devices) of pods
+// whose state is gone (the runtime only reads them while creating a
+// container).
 func (p *Plugin) gcSpecs(ctx context.Context) {
-	if !p.opts.Config.CDI.KeepsPreload() {
+	if !p.opts.Config.CDI.On() {
 		return
 	}
 	uids, err := p.specs.Pods()

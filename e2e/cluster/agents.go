@@ -15,6 +15,7 @@ import (
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/containeremu"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/nvmlsim"
 )
 
 // The node agents: one kubelet emulator for every simulated node (kwok runs
@@ -117,6 +118,21 @@ func (c Config) nodeDevicePluginConfig(node, shared string) (string, error) {
 	return path, os.WriteFile(path, []byte(c.devicePluginConfigBody()+strings.TrimSuffix(extra, "\n")+"\n"), 0o644)
 }
 
+// MIGMinorsFile is node's simulated /proc/driver/nvidia-caps/mig-minors:
+// the driver's MIG capability minors, which the node's device plugin names
+// the device nodes of its MIG devices' CDI specs after.
+func (c Config) MIGMinorsFile(node string) string {
+	return filepath.Join(c.NodeDir(node), "mig-minors")
+}
+
+// writeMIGMinors writes node's MIGMinorsFile, as the driver lists them.
+func (c Config) writeMIGMinors(node string) error {
+	if err := os.MkdirAll(c.NodeDir(node), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(c.MIGMinorsFile(node), []byte(nvmlsim.MIGMinors()), 0o644)
+}
+
 // ensureNodeAgents starts the emulator and the device plugins that are not
 // running and waits until every node advertises its GPUs.
 func (cl *Cluster) ensureNodeAgents(ctx context.Context) error {
@@ -134,6 +150,11 @@ func (cl *Cluster) ensureNodeAgents(ctx context.Context) error {
 		conf, err := c.nodeDevicePluginConfig(h.Nodes[0], dpConf)
 		if err != nil {
 			return err
+		}
+		if c.DevicePluginGroup <= 1 {
+			if err := c.writeMIGMinors(h.Nodes[0]); err != nil {
+				return err
+			}
 		}
 		procs = append(procs, c.pluginProc(h, kubeconfig, conf, emu))
 	}
@@ -185,6 +206,7 @@ func (c Config) pluginProc(h PluginHost, kubeconfig, dpConf string, emu containe
 		"--pod-resources-socket=" + filepath.Join(dir, "pod-resources", "kubelet.sock"),
 		"--state-dir=" + filepath.Join(dir, "state"),
 		"--cdi-spec-dir=" + emu.NodeCDISpecDir(node),
+		"--mig-minors=" + c.MIGMinorsFile(node),
 		// the compute controller on the fake driver, over the GPU state files the
 		// container emulator gives this node's containers
 		"--fake-nvml=" + filepath.Join(emu.DriverDir, "libnvidia-ml.so.1"),

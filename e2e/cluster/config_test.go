@@ -3,6 +3,7 @@ package cluster
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/cdi"
 	dpconfig "github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/containeremu"
 )
@@ -238,6 +240,16 @@ func TestDevicePluginNodeMIG(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("%s: MIG flag %q, want %q", tc.node, got, tc.want)
 		}
+		// every node's plugin reads its node's simulated mig-minors
+		if want := "--mig-minors=" + filepath.Join(cfg.NodeDir(tc.node), "mig-minors"); !slices.Contains(p.args, want) {
+			t.Errorf("%s: args %q lack %s", tc.node, p.args, want)
+		}
+	}
+	if err := cfg.writeMIGMinors("a100-40g-0"); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := cdi.ReadMIGMinors(cfg.MIGMinorsFile("a100-40g-0")); err != nil || m["gpu0/gi1/access"] != 12 {
+		t.Errorf("node's mig-minors: gpu0/gi1/access %d, %v; want 12 as the driver numbers it", m["gpu0/gi1/access"], err)
 	}
 	cfg.DevicePluginGroup = 4
 	if _, err := cfg.nodeDevicePluginConfig("a100-40g-0", "shared"); err == nil || !strings.Contains(err.Error(), "DevicePluginNodeMIG for node a100-40g-0: needs one device plugin process per node") {

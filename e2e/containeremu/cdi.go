@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,7 +23,12 @@ import (
 //   - kind volcano-vgpu.io/limiter is the device plugin's own spec files in
 //     the node's Config.NodeCDISpecDir; their createRuntime hooks run before the process
 //     starts, with the OCI state of a bundle whose root is the host's / (the
-//     emulated image), and a failing hook fails the container, as in runc.
+//     emulated image), and a failing hook fails the container, as in runc;
+//   - kind volcano-vgpu.io/mig is the device plugin's spec of a container's
+//     MIG devices in the same directory: the device of that name gives the
+//     MIG device its NVIDIA_VISIBLE_DEVICES names (one of Container.NodeMIG),
+//     and must list the device nodes a MIG device needs (its GPU's, two
+//     capabilities under /dev/nvidia-caps, nvidiactl, nvidia-uvm).
 //
 // Any other name is unresolvable, which fails the container as containerd does.
 
@@ -42,6 +48,13 @@ func (c Container) cdiGPUs() ([]GPU, error) {
 			return nil, fmt.Errorf("%w: %q is not kind=name", ErrUnresolvableCDI, name)
 		case kind == cdi.LimiterKind:
 			continue
+		case kind == cdi.MIGKind:
+			g, err := c.migGPU(name, dev)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, g)
+			continue
 		case kind != toolkitKind:
 			return nil, fmt.Errorf("%w: %q (no spec of kind %s on node %s)", ErrUnresolvableCDI, name, kind, c.Node)
 		case dev == "all":
@@ -54,6 +67,50 @@ func (c Container) cdiGPUs() ([]GPU, error) {
 		out = append(out, g)
 	}
 	return out, nil
+}
+
+// migGPU resolves the plugin's MIG device dev (<podUID>_<container>_<MIG
+// UUID>) against its spec in the node's spec directory.
+func (c Container) migGPU(name, dev string) (GPU, error) {
+	fail := func(format string, a ...any) (GPU, error) {
+		return GPU{}, fmt.Errorf("%w: %q: %s", ErrUnresolvableCDI, name, fmt.Sprintf(format, a...))
+	}
+	uid, rest, ok := strings.Cut(dev, "_")
+	i := strings.LastIndex(rest, "_")
+	if !ok || i < 0 {
+		return fail("not <pod UID>_<container>_<MIG UUID>")
+	}
+	sp, err := cdi.Specs{Dir: c.CDISpecDir}.ReadMIG(uid, rest[:i])
+	if err != nil {
+		return fail("%v", err)
+	}
+	k := slices.IndexFunc(sp.Devices, func(d cdi.Device) bool { return d.Name == dev })
+	if sp.Kind != cdi.MIGKind || k < 0 {
+		return fail("the spec in %s has no such device: %s=%v", c.CDISpecDir, sp.Kind, sp.Devices)
+	}
+	edits := sp.Devices[k].ContainerEdits
+	var caps int
+	nodes := map[string]bool{}
+	for _, n := range edits.DeviceNodes {
+		nodes[n.Path] = true
+		if strings.HasPrefix(n.Path, "/dev/nvidia-caps/nvidia-cap") {
+			caps++
+		}
+	}
+	if caps != 2 || !nodes["/dev/nvidiactl"] || !nodes["/dev/nvidia-uvm"] || len(nodes) != 5 {
+		return fail("device nodes %v: want the GPU's, two capabilities, nvidiactl and nvidia-uvm", edits.DeviceNodes)
+	}
+	var uuid string
+	for _, e := range edits.Env {
+		if v, ok := strings.CutPrefix(e, cdi.EnvVisibleDevices+"="); ok {
+			uuid = v
+		}
+	}
+	g, ok := c.lookup(uuid)
+	if !ok || !strings.HasPrefix(uuid, "MIG-") {
+		return fail("its %s=%q names no MIG device of node %s", cdi.EnvVisibleDevices, uuid, c.Node)
+	}
+	return g, nil
 }
 
 // limiterSpecs reads the device plugin's specs of the response's limiter

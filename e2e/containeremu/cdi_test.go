@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -58,5 +59,68 @@ func TestLimiterHooksRun(t *testing.T) {
 	c.Response.CDIDevices = []string{"volcano-vgpu.io/limiter=uid-c_main"}
 	if _, err := c.limiterSpecs(specDir); !errors.Is(err, ErrUnresolvableCDI) {
 		t.Errorf("missing spec: err = %v, want ErrUnresolvableCDI", err)
+	}
+}
+
+// TestMIGDevicesResolveFromThePluginsSpec: a volcano-vgpu.io/mig name
+// resolves to the MIG device its spec's NVIDIA_VISIBLE_DEVICES names, only
+// with the spec present and the device nodes a MIG device needs.
+func TestMIGDevicesResolveFromThePluginsSpec(t *testing.T) {
+	const mig = "MIG-11111111-2222-3333-4444-555555555555"
+	minors, err := cdi.ParseMIGMinors(strings.NewReader("gpu0/gi1/access 12\ngpu0/gi1/ci0/access 13\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "volcano-vgpu.io/mig=uid-a_main_" + mig
+	for _, tc := range []struct {
+		name  string
+		write func(t *testing.T, dir string)
+		cdi   []string
+		want  []string // visible UUIDs; nil: unresolvable
+	}{
+		{name: "the plugin's spec", cdi: []string{name, "volcano-vgpu.io/limiter=uid-a_main"}, want: []string{mig},
+			write: func(t *testing.T, dir string) {
+				if _, err := (cdi.Specs{Dir: dir}).WriteMIG("uid-a", "main", minors, []cdi.MIGDevice{{UUID: mig, GI: 1}}); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		{name: "no spec on the node", cdi: []string{name}},
+		{name: "another pod's spec only", cdi: []string{"volcano-vgpu.io/mig=uid-b_main_" + mig},
+			write: func(t *testing.T, dir string) {
+				if _, err := (cdi.Specs{Dir: dir}).WriteMIG("uid-a", "main", minors, []cdi.MIGDevice{{UUID: mig, GI: 1}}); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		{name: "a spec without the capability nodes", cdi: []string{name},
+			write: func(t *testing.T, dir string) {
+				sp := cdi.Spec{CDIVersion: cdi.Version, Kind: cdi.MIGKind, Devices: []cdi.Device{{Name: "uid-a_main_" + mig,
+					ContainerEdits: cdi.ContainerEdits{Env: []string{"NVIDIA_VISIBLE_DEVICES=" + mig}, DeviceNodes: []cdi.DeviceNode{{Path: "/dev/nvidia0"}}}}}}
+				b, _ := json.Marshal(sp)
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, "volcano-vgpu.io-mig_uid-a_main.json"), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "cdi")
+			if tc.write != nil {
+				tc.write(t, dir)
+			}
+			c := Container{Node: "n", NodeGPUs: fourGPUs(), NodeMIG: []GPU{{UUID: mig, MemoryMiB: 9728}}, CDISpecDir: dir,
+				Response: kubeletemu.AllocateResponse{CDIDevices: tc.cdi, Envs: map[string]string{"NVIDIA_VISIBLE_DEVICES": "void"}}}
+			got, err := c.VisibleGPUs()
+			if tc.want == nil {
+				if !errors.Is(err, ErrUnresolvableCDI) {
+					t.Fatalf("VisibleGPUs = %v, %v; want ErrUnresolvableCDI", got, err)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Errorf("VisibleGPUs = %v, %v; want %v", got, err, tc.want)
+			}
+		})
 	}
 }

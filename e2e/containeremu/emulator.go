@@ -132,6 +132,9 @@ func (e *Emulator) Start(ctx context.Context, c Container, argv ...string) (*Pro
 	if c.Node == "" || len(c.NodeGPUs) == 0 {
 		return nil, fmt.Errorf("container emulator: container %s/%s: node and its GPUs are required", c.PodUID, c.Name)
 	}
+	if c.CDISpecDir == "" {
+		c.CDISpecDir = e.cfg.NodeCDISpecDir(c.Node)
+	}
 	gpuDir := e.NodeGPUDir(c.Node)
 	if err := ensureGPUs(gpuDir, c.devices()); err != nil {
 		return nil, err
@@ -140,7 +143,7 @@ func (e *Emulator) Start(ctx context.Context, c Container, argv ...string) (*Pro
 	if err != nil {
 		return nil, fmt.Errorf("container %s/%s on %s: %w", c.PodUID, c.Name, c.Node, err)
 	}
-	specs, err := c.limiterSpecs(e.cfg.NodeCDISpecDir(c.Node))
+	specs, err := c.limiterSpecs(c.CDISpecDir)
 	if err != nil {
 		return nil, fmt.Errorf("container %s/%s on %s: %w", c.PodUID, c.Name, c.Node, err)
 	}

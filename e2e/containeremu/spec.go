@@ -79,6 +79,9 @@ type Container struct {
 	Name    string
 	// Response is what the device plugin answered for this container.
 	Response kubeletemu.AllocateResponse
+	// CDISpecDir is the node's directory of the device plugin's own CDI
+	// specs (Config.NodeCDISpecDir; Emulator.Start sets it when empty).
+	CDISpecDir string
 	// ExposeAllGPUs emulates a runtime that ignores NVIDIA_VISIBLE_DEVICES:
 	// the container sees every GPU of the node and only libvcuda's config
 	// keeps it to its own.

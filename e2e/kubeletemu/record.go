@@ -10,6 +10,8 @@ import (
 	"time"
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/cdi"
 )
 
 // Record is <base>/<node>/records/<podUID>.json.
@@ -90,12 +92,19 @@ func fromProto(r *pluginapi.ContainerAllocateResponse) *AllocateResponse {
 
 // GPUs names the GPUs the answer gives the container, as the runtime reads
 // them: the devices of the NVIDIA toolkit's CDI kind (nvidia.com/gpu=<name>)
-// when there are any (CDI mode), else NVIDIA_VISIBLE_DEVICES (env mode).
+// and the MIG UUIDs of the device plugin's MIG devices
+// (volcano-vgpu.io/mig=<pod UID>_<container>_<MIG UUID>) when there are any
+// (CDI mode), else NVIDIA_VISIBLE_DEVICES (env mode).
 func (r *AllocateResponse) GPUs() []string {
 	var out []string
 	for _, n := range r.CDIDevices {
-		if name, ok := strings.CutPrefix(n, "nvidia.com/gpu="); ok {
+		if name, ok := strings.CutPrefix(n, cdi.DefaultKind+"="); ok {
 			out = append(out, name)
+		}
+		if name, ok := strings.CutPrefix(n, cdi.MIGKind+"="); ok {
+			if uuid, ok := cdi.MIGUUIDOf(name); ok {
+				out = append(out, uuid)
+			}
 		}
 	}
 	if len(r.CDIDevices) > 0 {

@@ -5,15 +5,23 @@ package tests
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/cdi"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/migledger"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/cluster"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/containeremu"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/kubeletemu"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/nvmlsim"
 )
 
 // migInstances is what node's inventory publishes of GPU uuid's MIG
@@ -35,23 +43,31 @@ func migInstances(t *testing.T, ctx context.Context, node, uuid string) []api.MI
 // with vgpu-memory 8000) and a fractional Job both run on the node, each on
 // the right GPU: the MIG pod on the MIG GPU, on an instance the device
 // plugin creates at the placement the scheduler chose (published in the
-// inventory), handed to its container as the MIG device (CDI
-// nvidia.com/gpu=<MIG UUID>) with a limiter config that caps memory only,
-// and a workload in it (the container emulator) sees that device alone with
-// the profile's memory and is refused past it;
-// the fractional pod on a time-sliced GPU. Deleting the MIG Job destroys
-// its instance: the inventory no longer lists it. A create the simulated
-// NVML refuses fails the pod with NVML's reason; it is handed back and runs
-// when its Job creates it again.
+// inventory), handed to its container in CDI mode, as the simulated cluster
+// runs, through the plugin's own spec (volcano-vgpu.io/mig=<pod UID>_<container>_<MIG
+// UUID>: the GPU's node, the instance's capability nodes from the node's
+// mig-minors, nvidiactl, nvidia-uvm), with a limiter config that caps memory
+// only, and a workload in it (the container emulator, which resolves the
+// name from the node's CDI directory) sees that device alone and is refused
+// past its ask; the fractional pod on a time-sliced GPU. A pod naming the
+// 1g.10gb profile with 4096 MiB is refused past 4096 MiB, not past the
+// instance's memory. The node's device plugin restarts with both pods
+// running and its instance ledger lost: the simulated NVML keeps the
+// instances (as a GPU does), and the plugin adopts them again for their
+// pods. Deleting the Jobs destroys their instances: the inventory no longer
+// lists them. A create the simulated NVML refuses fails the pod with NVML's
+// reason; it is handed back and runs when its Job creates it again.
 func TestScenarioMIG(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	const node, migIndex = "a100-40g-1", 7
+	start := time.Now()
 	waitNodeFree(t, ctx, node)
 	gpus := inventories(t, ctx)[node].GPUs
 	migGPU := gpus[migIndex].UUID
 
-	restartPluginWithMIG(t, ctx, node, "sharing:\n  gpus:\n    "+migGPU+": mig\n", []int{migIndex})
+	migConfig := "sharing:\n  gpus:\n    " + migGPU + ": mig\n"
+	restartPluginWithMIG(t, ctx, node, migConfig, []int{migIndex})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -77,8 +93,12 @@ func TestScenarioMIG(t *testing.T) {
 	// Volcano's Dynamic MIG example, as a Job, and a fractional Job.
 	createJob(t, ctx, pinJob(gpuJob(ns, "mig", 1, 1, 8000, 0, map[string]string{api.VolcanoModeKey: "mig"}), node))
 	createJob(t, ctx, pinJob(gpuJob(ns, "frac", 1, 1, 2048, 25, nil), node))
+	// a 1g.10gb instance capped at 4096 MiB, less than the instance's memory
+	const capMiB = 4096
+	createJob(t, ctx, pinJob(gpuJob(ns, "cap", 1, 1, capMiB, 0, map[string]string{api.VolcanoModeKey: "mig", api.MIGProfileKey: "1g.10gb"}), node))
 	migPod := waitJobRunning(t, ctx, ns, "mig", 1)[0]
 	fracPod := waitJobRunning(t, ctx, ns, "frac", 1)[0]
+	capPod := waitJobRunning(t, ctx, ns, "cap", 1)[0]
 
 	if on := gpusOf(t, fracPod); len(on) != 1 || on[0] == migGPU {
 		t.Errorf("the fractional pod runs on %v, want one time-sliced GPU (not the MIG GPU %s)", on, migGPU)
@@ -92,23 +112,16 @@ func TestScenarioMIG(t *testing.T) {
 		t.Fatalf("the MIG pod is assigned %+v, want a MIG instance of %s", devs, migGPU)
 	}
 	want := devs[0].MIG
-	var inst api.MIGInstance
-	waitFor(t, ctx, "the MIG pod's instance in the inventory", func() error {
-		for _, in := range migInstances(t, ctx, node, migGPU) {
-			if in.Placement == want.Placement && in.Profile == want.Profile && in.UUID != "" {
-				inst = in
-				return nil
-			}
-		}
-		return fmt.Errorf("no %s instance at %v yet: %+v", want.Profile, want.Placement, migInstances(t, ctx, node, migGPU))
-	})
-	resp := waitAllocated(t, ctx, migPod).Containers[0].Response
+	inst := instanceOf(t, ctx, node, migGPU, *want)
+	rec := waitAllocated(t, ctx, migPod).Containers[0]
+	resp := rec.Response
 	if got := resp.GPUs(); !slices.Equal(got, []string{inst.UUID}) {
 		t.Errorf("the MIG pod's container gets %v, want its MIG device %s", got, inst.UUID)
 	}
+	checkMIGSpec(t, node, string(migPod.UID), rec, inst.UUID, migIndex)
 	lc := limiterConfig(t, resp)
 	if len(lc.Devices) != 1 || lc.Devices[0].UUID != inst.UUID || lc.Devices[0].MemoryLimitBytes != uint64(devs[0].MemoryMiB)<<20 || lc.Devices[0].CorePercent != 100 {
-		t.Errorf("the MIG pod's limiter config %+v: want its MIG device %s capped at the %s's %d MiB, no launch throttle (100)", lc.Devices, inst.UUID, want.Profile, devs[0].MemoryMiB)
+		t.Errorf("the MIG pod's limiter config %+v: want its MIG device %s capped at its ask, %d MiB, no launch throttle (100)", lc.Devices, inst.UUID, devs[0].MemoryMiB)
 	}
 	t.Logf("Dynamic MIG example: %s at memory slices %v, MIG device %s; fractional pod on %v", want.Profile, want.Placement, inst.UUID, gpusOf(t, fracPod))
 
@@ -125,18 +138,73 @@ func TestScenarioMIG(t *testing.T) {
 	}
 	chainCheckMemory(t, "the MIG container", s, devs[0].MemoryMiB)
 
-	// Deleting the MIG Job destroys its instance.
-	if err := shared.vc.BatchV1alpha1().Jobs(ns).Delete(ctx, "mig", metav1.DeleteOptions{}); err != nil {
+	// The 1g.10gb pod asking 4096 MiB: its instance has more, libvcuda caps it at the ask.
+	capDevs := podAssignment(t, capPod).Containers[0].Devices
+	if len(capDevs) != 1 || capDevs[0].MIG == nil || capDevs[0].MIG.Profile != "1g.10gb" || capDevs[0].MemoryMiB != capMiB {
+		t.Fatalf("the 1g.10gb pod is assigned %+v, want a 1g.10gb instance capped at %d MiB", capDevs, capMiB)
+	}
+	capInst := instanceOf(t, ctx, node, migGPU, *capDevs[0].MIG)
+	cc := chainContainer(t, ctx, capPod)
+	cc.NodeMIG = containeremu.MIGDevices(inventories(t, ctx)[node])
+	if i := slices.IndexFunc(cc.NodeMIG, func(g containeremu.GPU) bool { return g.UUID == capInst.UUID }); i < 0 || cc.NodeMIG[i].MemoryMiB <= capMiB {
+		t.Fatalf("the 1g.10gb instance %s: the node's MIG devices %+v, want it with more than %d MiB", capInst.UUID, cc.NodeMIG, capMiB)
+	}
+	cs, err := chainEmulator(t).RunWorkload(ctx, cc, containeremu.Workload{ChunkMiB: 1})
+	if err != nil {
 		t.Fatal(err)
 	}
+	chainCheckMemory(t, "the 1g.10gb container asking 4096 MiB", cs, capMiB)
+
+	// The node's device plugin restarts, its ledger of instances lost: the
+	// instances are still there and it adopts them for their pods again.
+	ledger := filepath.Join(shared.cl.Config.NodeDir(node), "state", migledger.File)
+	restartPluginLosing(t, ctx, node, migConfig, []int{migIndex}, ledger)
+	restarted := time.Now()
+	waitFor(t, ctx, "both instances adopted after the plugin's restart", func() error {
+		l, err := migledger.Load(ledger)
+		if err != nil {
+			return err
+		}
+		for _, w := range []struct {
+			pod  string
+			inst api.MIGInstance
+		}{{string(migPod.UID), inst}, {string(capPod.UID), capInst}} {
+			e, ok := l.Get(migledger.Key{GPU: migGPU, Placement: w.inst.Placement})
+			if !ok || e.UUID != w.inst.UUID || e.PodUID != w.pod || !e.Created {
+				return fmt.Errorf("ledger entry at %v: %+v (found %t), want %s created for pod %s", w.inst.Placement, e, ok, w.inst.UUID, w.pod)
+			}
+		}
+		return nil
+	})
+	t.Logf("instances adopted %s after the plugin's restart", time.Since(restarted).Round(100*time.Millisecond))
+	if ins := migInstances(t, ctx, node, migGPU); !slices.ContainsFunc(ins, func(i api.MIGInstance) bool { return i.UUID == inst.UUID }) ||
+		!slices.ContainsFunc(ins, func(i api.MIGInstance) bool { return i.UUID == capInst.UUID }) {
+		t.Errorf("instances after the restart %+v, want %s and %s still there", ins, inst.UUID, capInst.UUID)
+	}
+	for _, p := range []string{migPod.Name, capPod.Name} {
+		got, err := shared.kube.CoreV1().Pods(ns).Get(ctx, p, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Phase != corev1.PodRunning {
+			t.Errorf("pod %s after the restart: %s, want still running", p, got.Status.Phase)
+		}
+	}
+
+	// Deleting the MIG Jobs destroys their instances.
+	for _, j := range []string{"mig", "cap"} {
+		if err := shared.vc.BatchV1alpha1().Jobs(ns).Delete(ctx, j, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	deleted := time.Now()
-	waitFor(t, ctx, "the MIG Job's instance destroyed", func() error {
+	waitFor(t, ctx, "the MIG Jobs' instances destroyed", func() error {
 		if ins := migInstances(t, ctx, node, migGPU); len(ins) != 0 {
 			return fmt.Errorf("instances %+v", ins)
 		}
 		return nil
 	})
-	t.Logf("instance gone from the inventory %s after the Job's deletion", time.Since(deleted).Round(100*time.Millisecond))
+	t.Logf("instances gone from the inventory %s after the Jobs' deletion", time.Since(deleted).Round(100*time.Millisecond))
 
 	// A create NVML refuses: the pod is refused with NVML's reason, handed
 	// back (allocate.reschedule) and runs when its Job creates it again.
@@ -168,4 +236,74 @@ func TestScenarioMIG(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("scenario took %s", time.Since(start).Round(time.Second))
+}
+
+// instanceOf waits for the instance of GPU uuid at m's placement in node's
+// inventory.
+func instanceOf(t *testing.T, ctx context.Context, node, uuid string, m api.MIGDevice) api.MIGInstance {
+	t.Helper()
+	var inst api.MIGInstance
+	waitFor(t, ctx, "the "+m.Profile+" instance in the inventory", func() error {
+		for _, in := range migInstances(t, ctx, node, uuid) {
+			if in.Placement == m.Placement && in.Profile == m.Profile && in.UUID != "" {
+				inst = in
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s instance at %v yet: %+v", m.Profile, m.Placement, migInstances(t, ctx, node, uuid))
+	})
+	return inst
+}
+
+// checkMIGSpec checks that the container of rec got its MIG device mig
+// through the device plugin's own CDI spec in node's CDI directory, not the
+// NVIDIA toolkit's: the GPU's node (minor gpuMinor), the capability nodes of
+// one GPU instance and its compute instance 0 as the node's mig-minors
+// number them, nvidiactl and nvidia-uvm, and NVIDIA_VISIBLE_DEVICES.
+func checkMIGSpec(t *testing.T, node, podUID string, rec kubeletemu.ContainerRecord, mig string, gpuMinor int) {
+	t.Helper()
+	name := podUID + "_" + rec.Name + "_" + mig
+	if !slices.Contains(rec.Response.CDIDevices, cdi.MIGKind+"="+name) || slices.ContainsFunc(rec.Response.CDIDevices, func(n string) bool { return strings.HasPrefix(n, cdi.DefaultKind+"=") }) {
+		t.Errorf("the MIG container's CDI devices %q: want %s=%s and none of the toolkit's", rec.Response.CDIDevices, cdi.MIGKind, name)
+	}
+	c := shared.cl.Config
+	sp, err := cdi.Specs{Dir: containeremu.DefaultConfig(c.Root, c.SocketDir).NodeCDISpecDir(node)}.ReadMIG(podUID, rec.Name)
+	if err != nil {
+		t.Fatalf("the MIG container's CDI spec: %v", err)
+	}
+	if len(sp.Devices) != 1 || sp.Devices[0].Name != name || !slices.Equal(sp.Devices[0].ContainerEdits.Env, []string{"NVIDIA_VISIBLE_DEVICES=" + mig}) {
+		t.Fatalf("the MIG container's CDI spec %+v: want device %s with NVIDIA_VISIBLE_DEVICES=%s", sp, name, mig)
+	}
+	var got []string
+	for _, n := range sp.Devices[0].ContainerEdits.DeviceNodes {
+		got = append(got, n.Path)
+	}
+	for gi := 1; gi < 15; gi++ {
+		want := []string{fmt.Sprintf("/dev/nvidia%d", gpuMinor), fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", nvmlsim.MIGMinor(gpuMinor, gi, -1)),
+			fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", nvmlsim.MIGMinor(gpuMinor, gi, 0)), "/dev/nvidiactl", "/dev/nvidia-uvm"}
+		if slices.Equal(got, want) {
+			t.Logf("MIG device %s: GPU instance %d, device nodes %v", mig, gi, got)
+			return
+		}
+	}
+	t.Errorf("the MIG container's device nodes %v: want /dev/nvidia%d, the capabilities of one GPU instance of GPU %d and its compute instance 0, nvidiactl, nvidia-uvm", got, gpuMinor, gpuMinor)
+}
+
+// restartPluginLosing restarts node's device plugin as restartPluginWithMIG
+// does, removing the file lost while it is down (a crash that loses it).
+func restartPluginLosing(t *testing.T, ctx context.Context, node, extra string, migGPUs []int, lost string) {
+	t.Helper()
+	cfg := shared.cl.Config
+	cfg.DevicePluginNodeConfig = map[string]string{node: extra}
+	cfg.DevicePluginNodeMIG = map[string][]int{node: migGPUs}
+	if _, err := killComponent(cluster.DevicePluginName(node)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(lost); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.Up(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
 }

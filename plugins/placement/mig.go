@@ -18,7 +18,9 @@ import (
 // container's (a percentage is of the GPU's memory; no memory asked: the
 // largest profile, the whole GPU), as Volcano's deviceshare maps memory to
 // the smallest instance that fits. When that profile has no free placement
-// left on a GPU, the next larger one is taken.
+// left on a GPU, the next larger one is taken. The container's memory cap
+// is its ask when the profile has more (libvcuda caps it inside the
+// instance; the instance's SMs stay its own), else the profile's memory.
 //
 // A placement is free when no booked instance (GPU.MIGHeld) holds its
 // slices and no instance the inventory lists overlaps it, except one of the
@@ -91,13 +93,7 @@ func (r *Request) migProfiles(c *Container, g *GPU, out []int) ([]int, Code) {
 		}
 		return out, CodeMIGProfile
 	}
-	want := int64(0) // the whole GPU
-	switch {
-	case c.MemoryPercent > 0 && c.MemoryPercent < 100:
-		want = g.MemoryMiB * int64(c.MemoryPercent) / 100
-	case c.MemoryPercent == 0 && c.MemoryMiB > 0:
-		want = c.MemoryMiB
-	}
+	want := migWant(c, g)
 	largest := -1
 	for i := range m.Profiles {
 		p := &m.Profiles[i]
@@ -125,6 +121,29 @@ func (r *Request) migProfiles(c *Container, g *GPU, out []int) ([]int, Code) {
 		return pa.Slices - pb.Slices
 	})
 	return out, CodeOK
+}
+
+// migWant is the memory container c asks of an instance of GPU g in MiB: a
+// percentage is of the GPU's memory; 0 for the whole GPU (no memory asked,
+// or 100%).
+func migWant(c *Container, g *GPU) int64 {
+	switch {
+	case c.MemoryPercent > 0 && c.MemoryPercent < 100:
+		return g.MemoryMiB * int64(c.MemoryPercent) / 100
+	case c.MemoryPercent == 0 && c.MemoryMiB > 0:
+		return c.MemoryMiB
+	}
+	return 0
+}
+
+// migCap is the memory cap of container c on an instance of profile p of
+// GPU g: its ask when smaller than the profile's memory (libvcuda caps it
+// inside the instance), else the profile's.
+func migCap(c *Container, g *GPU, p *api.MIGProfile) int64 {
+	if want := migWant(c, g); want > 0 && want < p.MemoryMiB {
+		return want
+	}
+	return p.MemoryMiB
 }
 
 // migUse is what a GPU's bookings hold: memory slices and instances per
@@ -272,7 +291,7 @@ func (f *Fitter) fitMIG(req *Request, node *Node) (Placement, []Reason) {
 		if best.profile < api.MaxMIGProfiles {
 			f.held[best.pos].booked[best.profile]++
 		}
-		f.devs = append(f.devs, Device{Pos: best.pos, UUID: g.UUID, MemoryMiB: p.MemoryMiB, Cores: migCores(g.MIG, p),
+		f.devs = append(f.devs, Device{Pos: best.pos, UUID: g.UUID, MemoryMiB: migCap(c, g, p), Cores: migCores(g.MIG, p),
 			MIG: api.MIGDevice{Profile: p.Name, Placement: best.place, UUID: best.instance}})
 		f.conts[i].Devices = f.devs[len(f.devs)-1 : len(f.devs) : len(f.devs)]
 	}

@@ -53,41 +53,48 @@ func TestFitMIG(t *testing.T) {
 	}{
 		// memory maps to the smallest profile that holds it
 		{name: "4 GiB: the 1g.5gb, on the slice that keeps a 4g and a 3g placeable", // slice 6: 4g.20gb at 0 stays
-			node: migNode(1).Obj(), req: migReq(4096).Obj(), want: []migAt{{0, "1g.5gb", 6, 1, "", 4864, 14}}},
+			node: migNode(1).Obj(), req: migReq(4096).Obj(), want: []migAt{{0, "1g.5gb", 6, 1, "", 4096, 14}}},
 		{name: "8 GiB: the 1g.10gb (1 compute slice) over the 2g.10gb (2)", // both 9856 MiB
-			node: migNode(1).Obj(), req: migReq(8192).Obj(), want: []migAt{{0, "1g.10gb", 6, 2, "", 9856, 14}}},
+			node: migNode(1).Obj(), req: migReq(8192).Obj(), want: []migAt{{0, "1g.10gb", 6, 2, "", 8192, 14}}},
 		{name: "19000 MiB: the 3g.20gb over the 4g.20gb", node: migNode(1).Obj(), req: migReq(19000).Obj(),
-			want: []migAt{{0, "3g.20gb", 4, 4, "", 19968, 42}}},
+			want: []migAt{{0, "3g.20gb", 4, 4, "", 19000, 42}}},
 		{name: "20000 MiB: past every 20gb profile, the 7g.40gb", node: migNode(1).Obj(), req: migReq(20000).Obj(),
-			want: []migAt{{0, "7g.40gb", 0, 8, "", 40192, 100}}},
+			want: []migAt{{0, "7g.40gb", 0, 8, "", 20000, 100}}},
 		{name: "no memory asked: the whole GPU", node: migNode(1).Obj(), req: pt.Req().GPUs(1, 0, 100).Mode(api.ModeMIG).Obj(),
 			want: []migAt{{0, "7g.40gb", 0, 8, "", 40192, 100}}},
 		{name: "half the GPU's memory: 20480 MiB, the 7g.40gb", node: migNode(1).Obj(), req: pt.Req().Percent(1, 50, 0).Mode(api.ModeMIG).Obj(),
-			want: []migAt{{0, "7g.40gb", 0, 8, "", 40192, 100}}},
+			want: []migAt{{0, "7g.40gb", 0, 8, "", 20480, 100}}},
 		{name: "a named profile, media engines included", node: migNode(1).Obj(), req: migReq(1024).MIGProfile("1g.5gb+me").Obj(),
-			want: []migAt{{0, "1g.5gb+me", 6, 1, "", 4864, 14}}},
+			want: []migAt{{0, "1g.5gb+me", 6, 1, "", 1024, 14}}},
+		// the cap inside the instance: the ask when the profile has more memory
+		{name: "4096 MiB on a named 1g.10gb: capped at the ask, not at the profile's 9856", node: migNode(1).Obj(), req: migReq(4096).MIGProfile("1g.10gb").Obj(),
+			want: []migAt{{0, "1g.10gb", 6, 2, "", 4096, 14}}},
+		{name: "an ask past a named profile's memory: capped at the profile's", node: migNode(1).Obj(), req: migReq(12000).MIGProfile("1g.10gb").Obj(),
+			want: []migAt{{0, "1g.10gb", 6, 2, "", 9856, 14}}}, // 9856 < 12000
+		{name: "an ask of exactly the profile's memory", node: migNode(1).Obj(), req: migReq(4864).Obj(),
+			want: []migAt{{0, "1g.5gb", 6, 1, "", 4864, 14}}},
 		{name: "a named profile larger than the memory asks", node: migNode(1).Obj(), req: migReq(1024).MIGProfile("4g.20gb").Obj(),
-			want: []migAt{{0, "4g.20gb", 0, 4, "", 19968, 57}}},
+			want: []migAt{{0, "4g.20gb", 0, 4, "", 1024, 57}}},
 
 		// geometry locking: existing and booked instances fix what fits around them
 		{name: "an idle instance of the profile is taken over", node: migNode(1).Instance(0, "3g.20gb", 0, "MIG-a").Obj(), req: migReq(19000).Obj(),
-			want: []migAt{{0, "3g.20gb", 0, 4, "MIG-a", 19968, 42}}},
+			want: []migAt{{0, "3g.20gb", 0, 4, "MIG-a", 19000, 42}}},
 		{name: "an instance in use is not", node: migNode(1).InstanceInUse(0, "3g.20gb", 0, "MIG-a").Obj(), req: migReq(19000).Obj(),
-			want: []migAt{{0, "3g.20gb", 4, 4, "", 19968, 42}}},
+			want: []migAt{{0, "3g.20gb", 4, 4, "", 19000, 42}}},
 		{name: "a 2g after a booked 3g on the first half: slices 4-5", node: migNode(1).HoldMIG(0, 0, 4).Obj(), req: migReq(9000).MIGProfile("2g.10gb").Obj(),
-			want: []migAt{{0, "2g.10gb", 4, 2, "", 9856, 28}}},
+			want: []migAt{{0, "2g.10gb", 4, 2, "", 9000, 28}}},
 		{name: "an idle instance of another profile is not broken up", // the 4g at 0-3 stays; the 7g has no room
 			node: migNode(1).Instance(0, "4g.20gb", 0, "MIG-a").Obj(), req: migReq(20000).Obj(),
 			wantCodes: []placement.Code{placement.CodeMIGNoFit}},
 		{name: "fixed geometry: its free instances only, the smallest that holds the ask", // no 1g.5gb there
 			node: migNode(1).Fixed(0).Instance(0, "3g.20gb", 0, "MIG-a").Instance(0, "2g.10gb", 4, "MIG-b").Instance(0, "1g.10gb", 6, "MIG-c").Obj(),
-			req:  migReq(1024).Obj(), want: []migAt{{0, "1g.10gb", 6, 2, "MIG-c", 9856, 14}}},
+			req:  migReq(1024).Obj(), want: []migAt{{0, "1g.10gb", 6, 2, "MIG-c", 1024, 14}}},
 		{name: "fixed geometry, its instances booked: full", node: migNode(1).Fixed(0).Instance(0, "7g.40gb", 0, "MIG-a").HoldMIG(0, 0, 8).Obj(),
 			req: migReq(1024).Obj(), wantCodes: []placement.Code{placement.CodeMIGNoFit}},
 
 		// fragmentation
 		{name: "a 1g instance in slice 1 leaves the 3g the second half", node: migNode(1).InstanceInUse(0, "1g.5gb", 1, "MIG-a").Obj(),
-			req: migReq(1024).MIGProfile("3g.20gb").Obj(), want: []migAt{{0, "3g.20gb", 4, 4, "", 19968, 42}}},
+			req: migReq(1024).MIGProfile("3g.20gb").Obj(), want: []migAt{{0, "3g.20gb", 4, 4, "", 1024, 42}}},
 		{name: "1g instances in slices 1 and 5 leave no 3g placement", node: migNode(1).InstanceInUse(0, "1g.5gb", 1, "MIG-a").InstanceInUse(0, "1g.5gb", 5, "MIG-b").Obj(),
 			req: migReq(1024).MIGProfile("3g.20gb").Obj(), wantCodes: []placement.Code{placement.CodeMIGNoFit}},
 		{name: "slices 0-6 taken: slice 7 alone is no placement", node: migNode(1).HoldMIG(0, 0, 6).InstanceInUse(0, "1g.5gb", 6, "MIG-a").Obj(),
@@ -97,23 +104,23 @@ func TestFitMIG(t *testing.T) {
 		{name: "two media-engine containers in one pod", node: migNode(1).Obj(),
 			req: pt.Req().GPUs(1, 1024, 0).GPUs(1, 1024, 0).MIGProfile("1g.5gb+me").Obj(), wantCodes: []placement.Code{placement.CodeMIGNoFit}},
 		{name: "an idle media-engine instance is taken over", node: migNode(1).Instance(0, "1g.5gb+me", 2, "MIG-a").Obj(),
-			req: migReq(1024).MIGProfile("1g.5gb+me").Obj(), want: []migAt{{0, "1g.5gb+me", 2, 1, "MIG-a", 4864, 14}}},
+			req: migReq(1024).MIGProfile("1g.5gb+me").Obj(), want: []migAt{{0, "1g.5gb+me", 2, 1, "MIG-a", 1024, 14}}},
 
 		// between GPUs
 		{name: "binpack: the MIG GPU with more slices held", node: migNode(2).HoldMIG(1, 0, 4).Obj(), req: migReq(1024).Obj(),
-			want: []migAt{{1, "1g.5gb", 6, 1, "", 4864, 14}}},
+			want: []migAt{{1, "1g.5gb", 6, 1, "", 1024, 14}}},
 		{name: "spread: the emptier MIG GPU", node: migNode(2).HoldMIG(1, 0, 4).Obj(), req: migReq(1024).Policy(placement.Spread).Obj(),
-			want: []migAt{{0, "1g.5gb", 6, 1, "", 4864, 14}}},
+			want: []migAt{{0, "1g.5gb", 6, 1, "", 1024, 14}}},
 		{name: "the smaller instance wins over binpack", // GPU 1 has only a 3g left for 4 GiB (its 1g slices held)
 			node: migNode(2).HoldMIG(1, 0, 4).HoldMIG(1, 4, 3).Obj(), req: migReq(4096).Obj(),
-			want: []migAt{{0, "1g.5gb", 6, 1, "", 4864, 14}}},
+			want: []migAt{{0, "1g.5gb", 6, 1, "", 4096, 14}}},
 		{name: "each container its own instance", node: migNode(1).Obj(),
 			req:  pt.Req().GPUs(1, 1024, 0).GPUs(1, 1024, 0).Mode(api.ModeMIG).Obj(),
-			want: []migAt{{0, "1g.5gb", 6, 1, "", 4864, 14}, {0, "1g.5gb", 4, 1, "", 4864, 14}}}, // 4 and 5 leave as much room: the lower
+			want: []migAt{{0, "1g.5gb", 6, 1, "", 1024, 14}, {0, "1g.5gb", 4, 1, "", 1024, 14}}}, // 4 and 5 leave as much room: the lower
 
 		// mixed node: GPU 0 a MIG A100, GPU 1 a shared A100
 		{name: "mixed node: a MIG ask on the MIG GPU", node: pt.Node("n1").GPUs(2, a100x40, 40960).MIG(pt.MIGA100x40(), 0).Use(1, 1024, 10).Obj(),
-			req: migReq(1024).Obj(), want: []migAt{{0, "1g.5gb", 6, 1, "", 4864, 14}}},
+			req: migReq(1024).Obj(), want: []migAt{{0, "1g.5gb", 6, 1, "", 1024, 14}}},
 		{name: "mixed node: a fractional ask on the shared GPU", node: pt.Node("n1").GPUs(2, a100x40, 40960).MIG(pt.MIGA100x40(), 0).HoldMIG(0, 0, 4).Obj(),
 			req: pt.Req().GPUs(1, 1024, 10).Obj(), want: []migAt{{Pos: 1, MemoryMiB: 1024, Cores: 10}}},
 		{name: "mixed node: the shared GPU full, a fractional ask stays pending", node: pt.Node("n1").GPUs(2, a100x40, 40960).MIG(pt.MIGA100x40(), 0).Exclusive(1).Obj(),

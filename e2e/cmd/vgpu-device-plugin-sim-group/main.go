@@ -144,7 +144,7 @@ func run(ctx context.Context, o options) error {
 	for i, n := range nodes {
 		restarts[i] = make(chan struct{}, 1)
 		nctx := klog.NewContext(ctx, logger.WithValues("node", n.Name))
-		lib, maxShares, err := simnode.Open(nctx, n, simnode.Xid{File: filepath.Join(cfgs[i].StateDir, "inject-xid"), Interval: o.xidInterval})
+		lib, maxShares, err := simnode.Open(nctx, n, simnode.Xid{File: filepath.Join(cfgs[i].StateDir, "inject-xid"), Interval: o.xidInterval}, "")
 		if err != nil {
 			cancel(err)
 			break

@@ -3,7 +3,8 @@
 // same flags, same configuration) on a simulated NVML built from the node
 // named --node-name in a simulated-cluster file (e2e/sim/clusters/*.yaml).
 // No GPU or driver is needed. Lines appended to --inject-xid-file inject Xid
-// errors into the simulated NVML's event set.
+// errors into the simulated NVML's event set. The GPUs' MIG instances are
+// kept in --mig-state-file, so a restart finds them as on a real GPU.
 package main
 
 import (
@@ -48,6 +49,8 @@ type simFlags struct {
 	fakeNVML, fakeGPUDir string
 	// migGPUs: GPUs whose MIG mode is on beyond the file's migGPUs.
 	migGPUs []int
+	// migState keeps the simulated MIG instances across restarts.
+	migState string
 }
 
 func (s *simFlags) bind(fs *pflag.FlagSet) {
@@ -55,6 +58,7 @@ func (s *simFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&s.xidFile, "inject-xid-file", "", "file whose new lines \"<gpu uuid|index|all> <xid>\" inject Xid errors (default <state dir>/inject-xid)")
 	fs.StringVar(&s.fakeNVML, "fake-nvml", "", "the fake driver's libnvidia-ml.so.1 (vcuda/_build/fake): run the compute controller on it")
 	fs.StringVar(&s.fakeGPUDir, "fake-gpu-dir", "", "with --fake-nvml: the node's simulated GPU state files (the container emulator's)")
+	fs.StringVar(&s.migState, "mig-state-file", "", "file that keeps the simulated GPUs' MIG instances across restarts (default <state dir>/sim-mig-state.json)")
 	fs.IntSliceVar(&s.migGPUs, "mig-gpus", nil, "indexes of the node's GPUs whose MIG mode is on, beside the file's migGPUs (as nvidia-smi -i N -mig 1 leaves them before the plugin starts)")
 }
 
@@ -79,11 +83,15 @@ func (s *simFlags) open(ctx context.Context, cfg config.Config, node string) (gp
 	if xidFile == "" {
 		xidFile = filepath.Join(cfg.StateDir, "inject-xid")
 	}
-	lib, maxShares, err := simnode.Open(ctx, n, simnode.Xid{File: xidFile})
+	migState := s.migState
+	if migState == "" {
+		migState = filepath.Join(cfg.StateDir, "sim-mig-state.json")
+	}
+	lib, maxShares, err := simnode.Open(ctx, n, simnode.Xid{File: xidFile}, migState)
 	if err != nil {
 		return nil, 0, err
 	}
-	klog.FromContext(ctx).Info("Simulating NVML", "file", s.file, "gpus", len(n.GPUs), "topology", n.Topology, "xidInjectionFile", xidFile)
+	klog.FromContext(ctx).Info("Simulating NVML", "file", s.file, "gpus", len(n.GPUs), "topology", n.Topology, "xidInjectionFile", xidFile, "migStateFile", migState)
 	if s.fakeNVML == "" {
 		return lib, maxShares, nil
 	}

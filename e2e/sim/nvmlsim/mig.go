@@ -161,7 +161,8 @@ func (s *Sim) addMIG(i int, d *mock.Device) {
 			s.mig[i].failCreate = nvml.SUCCESS
 			return nil, ret
 		}
-		return s.createGPUInstance(i, d, p, pl).handle, nvml.SUCCESS
+		gi := s.createGPUInstance(i, d, p, pl, 0)
+		return gi.handle, s.savedRet()
 	}
 	d.GetGpuInstancesFunc = func(info *nvml.GpuInstanceProfileInfo) ([]nvml.GpuInstance, nvml.Return) {
 		s.mu.Lock()
@@ -266,13 +267,16 @@ func (s *Sim) createRet(i int, p migtable.Profile, pl migtable.Placement) nvml.R
 	return nvml.SUCCESS
 }
 
-// createGPUInstance records a new GPU instance of GPU i (parent handle d).
-// Call with s.mu held, after createRet said SUCCESS.
-func (s *Sim) createGPUInstance(i int, d *mock.Device, p migtable.Profile, pl migtable.Placement) *gpuInstance {
+// createGPUInstance records a new GPU instance of GPU i (parent handle d)
+// with ID id (0: the lowest free). Call with s.mu held, after createRet
+// said SUCCESS.
+func (s *Sim) createGPUInstance(i int, d *mock.Device, p migtable.Profile, pl migtable.Placement, id int) *gpuInstance {
 	m := s.mig[i]
-	id := 1
-	for slices.ContainsFunc(m.gis, func(gi *gpuInstance) bool { return gi.id == id }) {
-		id++
+	if id == 0 {
+		id = 1
+		for slices.ContainsFunc(m.gis, func(gi *gpuInstance) bool { return gi.id == id }) {
+			id++
+		}
 	}
 	gi := &gpuInstance{id: id, profile: p, place: pl, handle: &mock.GpuInstance{}}
 	info := nvml.GpuInstanceInfo{Device: d, Id: uint32(id), ProfileId: p.ID,
@@ -295,7 +299,7 @@ func (s *Sim) createGPUInstance(i int, d *mock.Device, p migtable.Profile, pl mi
 			return nvml.ERROR_IN_USE
 		}
 		m.gis = slices.DeleteFunc(m.gis, func(x *gpuInstance) bool { return x == gi })
-		return nvml.SUCCESS
+		return s.savedRet()
 	}
 	s.addComputeInstances(i, d, gi)
 	m.gis = append(m.gis, gi)

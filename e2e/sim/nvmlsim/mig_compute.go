@@ -64,8 +64,8 @@ func (s *Sim) addComputeInstances(i int, d *mock.Device, gi *gpuInstance) {
 		case gi.ci != nil:
 			return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
 		}
-		gi.ci = s.newComputeInstance(i, d, gi, *info)
-		return gi.ci.handle, nvml.SUCCESS
+		gi.ci = s.newComputeInstance(i, d, gi, *info, "")
+		return gi.ci.handle, s.savedRet()
 	}
 	gi.handle.GetComputeInstancesFunc = func(info *nvml.ComputeInstanceProfileInfo) ([]nvml.ComputeInstance, nvml.Return) {
 		s.mu.Lock()
@@ -91,14 +91,16 @@ func (s *Sim) addComputeInstances(i int, d *mock.Device, gi *gpuInstance) {
 	}
 }
 
-// newComputeInstance creates gi's compute instance and its MIG device.
-// Call with s.mu held.
-func (s *Sim) newComputeInstance(i int, parent *mock.Device, gi *gpuInstance, info nvml.ComputeInstanceProfileInfo) *computeInstance {
+// newComputeInstance creates gi's compute instance and its MIG device with
+// MIG UUID uuid ("": a fresh one). Call with s.mu held.
+func (s *Sim) newComputeInstance(i int, parent *mock.Device, gi *gpuInstance, info nvml.ComputeInstanceProfileInfo, uuid string) *computeInstance {
 	m := s.mig[i]
-	h := sha256.Sum256(fmt.Appendf(nil, "%s/mig/%d", s.node.GPUs[i].UUID, m.created))
-	m.created++
-	ci := &computeInstance{handle: &mock.ComputeInstance{}, dev: &mock.Device{},
-		uuid: fmt.Sprintf("MIG-%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])}
+	if uuid == "" {
+		h := sha256.Sum256(fmt.Appendf(nil, "%s/mig/%d", s.node.GPUs[i].UUID, m.created))
+		m.created++
+		uuid = fmt.Sprintf("MIG-%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+	}
+	ci := &computeInstance{handle: &mock.ComputeInstance{}, dev: &mock.Device{}, uuid: uuid}
 	live := func() nvml.Return {
 		if ret := s.liveGI(i, gi); ret != nvml.SUCCESS {
 			return ret
@@ -128,7 +130,7 @@ func (s *Sim) newComputeInstance(i int, parent *mock.Device, gi *gpuInstance, in
 			return nvml.ERROR_IN_USE
 		}
 		gi.ci = nil
-		return nvml.SUCCESS
+		return s.savedRet()
 	}
 	d := ci.dev
 	guard := func() nvml.Return { s.mu.Lock(); defer s.mu.Unlock(); return live() }

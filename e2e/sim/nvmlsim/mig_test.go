@@ -1,6 +1,7 @@
 package nvmlsim
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -316,5 +317,25 @@ func TestFailMIGCreate(t *testing.T) {
 	}
 	if err := sim.FailMIGCreate("GPU-nope"); err == nil {
 		t.Error("FailMIGCreate on a GPU the node lacks succeeded")
+	}
+}
+
+func TestMIGMinors(t *testing.T) {
+	text := MIGMinors()
+	for _, tc := range []struct {
+		name string
+		line string
+	}{
+		{"the config capability first", "config 1\nmonitor 2\ngpu0/gi0/access 3\n"},
+		{"GPU 0, GPU instance 1: after gi0 and its 8 compute instances", "gpu0/gi1/access 12\ngpu0/gi1/ci0/access 13\n"},
+		{"GPU 1 starts 135 minors later", "gpu1/gi0/access 138\n"},
+		{"the last compute instance of the last GPU", "gpu31/gi14/ci7/access 4322\n"}, // 3 + 31*135 + 14*9 + 1 + 7
+	} {
+		if !strings.Contains(text, tc.line) {
+			t.Errorf("%s: mig-minors lacks %q", tc.name, tc.line)
+		}
+	}
+	if n := strings.Count(text, "\n"); n != 2+32*135 {
+		t.Errorf("%d lines, want 2 + 32 GPUs × 135", n)
 	}
 }

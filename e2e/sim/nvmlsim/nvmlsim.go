@@ -42,6 +42,8 @@ type Sim struct {
 	waitErr nvml.Return
 	// mig of each GPU (mig.go); nil for a model with no MIG table
 	mig []*migGPU
+	// migFile, when set, keeps the MIG state across restarts (migstate.go)
+	migFile string
 }
 
 var _ nvml.Interface = (*Sim)(nil)

@@ -25,13 +25,20 @@ type Xid struct {
 }
 
 // Open builds the simulated NVML of node n, wraps it in the device plugin's
-// device library and follows the Xid injection file until ctx ends. It
-// returns the library and the node's tenant slots per GPU.
-func Open(ctx context.Context, n simconfig.Node, xid Xid) (gpu.DeviceLib, int, error) {
+// device library and follows the Xid injection file until ctx ends. With
+// migState, the GPUs' MIG instances are kept in that file across restarts
+// (nvmlsim.PersistMIG). It returns the library and the node's tenant slots
+// per GPU.
+func Open(ctx context.Context, n simconfig.Node, xid Xid, migState string) (gpu.DeviceLib, int, error) {
 	if len(n.GPUs) == 0 {
 		return nil, 0, fmt.Errorf("simulated node %s has no GPUs: give its group gpus: 1 or more", n.Name)
 	}
 	sim := nvmlsim.New(n)
+	if migState != "" {
+		if err := sim.PersistMIG(migState); err != nil {
+			return nil, 0, fmt.Errorf("simulated node %s: %w", n.Name, err)
+		}
+	}
 	lib, err := gpu.New(sim)
 	if err != nil {
 		return nil, 0, fmt.Errorf("simulated node %s: %w", n.Name, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/volcano-vgpu/volcano-vgpu/api"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/gpu"
 
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig"
@@ -16,9 +17,9 @@ import (
 )
 
 // openNode opens n's simulated GPUs (shut down when the test ends) and lists them.
-func openNode(t *testing.T, n simconfig.Node, xid Xid) (gpu.DeviceLib, int, []gpu.Device) {
+func openNode(t *testing.T, n simconfig.Node, xid Xid, migState string) (gpu.DeviceLib, int, []gpu.Device) {
 	t.Helper()
-	lib, shares, err := Open(t.Context(), n, xid)
+	lib, shares, err := Open(t.Context(), n, xid, migState)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func openNode(t *testing.T, n simconfig.Node, xid Xid) (gpu.DeviceLib, int, []gp
 
 func TestOpenListsTheNodesGPUs(t *testing.T) {
 	n := simtest.LocalNode(t, "a100-40g-1")
-	_, shares, devs := openNode(t, n, Xid{})
+	_, shares, devs := openNode(t, n, Xid{}, "")
 	var got, want []string
 	for _, d := range devs {
 		got = append(got, d.UUID)
@@ -49,7 +50,7 @@ func TestOpenListsTheNodesGPUs(t *testing.T) {
 }
 
 func TestOpenRefusesANodeWithoutGPUs(t *testing.T) {
-	if _, _, err := Open(t.Context(), simconfig.Node{Name: "cpu-0"}, Xid{}); err == nil {
+	if _, _, err := Open(t.Context(), simconfig.Node{Name: "cpu-0"}, Xid{}, ""); err == nil {
 		t.Fatal("Open of a node without GPUs succeeded")
 	}
 }
@@ -57,7 +58,7 @@ func TestOpenRefusesANodeWithoutGPUs(t *testing.T) {
 func TestOpenInjectsXidsFromTheFile(t *testing.T) {
 	n := simtest.LocalNode(t, "l4-0")
 	path := filepath.Join(t.TempDir(), "inject-xid")
-	lib, _, devs := openNode(t, n, Xid{File: path, Interval: 10 * time.Millisecond})
+	lib, _, devs := openNode(t, n, Xid{File: path, Interval: 10 * time.Millisecond}, "")
 	events, err := lib.Events(devs)
 	if err != nil {
 		t.Fatal(err)
@@ -81,4 +82,28 @@ func TestOpenInjectsXidsFromTheFile(t *testing.T) {
 		return
 	}
 	t.Fatal("no Xid event within 5s of writing the injection file")
+}
+
+// TestOpenKeepsMIGInstances: with a MIG state file, a second Open (the
+// plugin restarted) reads the instance the first one created.
+func TestOpenKeepsMIGInstances(t *testing.T) {
+	n, err := simtest.LocalNode(t, "a100-40g-1").WithMIG("--mig-gpus", []int{7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "sim-mig-state.json")
+	lib, _, devs := openNode(t, n, Xid{}, state)
+	at := api.MIGPlacement{Start: 2, Size: 2}
+	mig, err := lib.(gpu.MIGManager).CreateMIG(devs[7].UUID, "1g.10gb", at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _, _ := openNode(t, n, Xid{}, state)
+	m, err := again.MIG(devs[7].UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []api.MIGInstance{{Profile: "1g.10gb", Placement: at, UUID: mig}}; !cmp.Equal(want, m.Instances) {
+		t.Errorf("instances after a restart = %+v, want %+v", m.Instances, want)
+	}
 }
