@@ -272,10 +272,9 @@ const AdmissionName = "vgpu-admission"
 // SchedulerName is the pid/log name of vc-scheduler.
 const SchedulerName = "vc-scheduler"
 
-// RestartScheduler stops vc-scheduler and starts it again from cl.Config
-// (SchedulerConf, SchedulerWrapper, SchedulerEnv may have changed since Up),
-// then waits until it is healthy.
-func (cl *Cluster) RestartScheduler(ctx context.Context) error {
+// StopScheduler stops vc-scheduler (no-op when it is not running) and
+// waits until its ports are free; RestartScheduler starts it again.
+func (cl *Cluster) StopScheduler() error {
 	if err := cl.Config.stop(SchedulerName, 10*time.Second); err != nil {
 		return err
 	}
@@ -287,6 +286,16 @@ func (cl *Cluster) RestartScheduler(ctx context.Context) error {
 		for portFree(SchedulerName, port) != nil && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
 		}
+	}
+	return nil
+}
+
+// RestartScheduler stops vc-scheduler and starts it again from cl.Config
+// (SchedulerConf, SchedulerWrapper, SchedulerEnv may have changed since Up),
+// then waits until it is healthy.
+func (cl *Cluster) RestartScheduler(ctx context.Context) error {
+	if err := cl.StopScheduler(); err != nil {
+		return err
 	}
 	for _, comp := range cl.Config.controlPlane(cl.creds, cl.webhook) {
 		if comp.name == SchedulerName {

@@ -66,6 +66,9 @@ type Input struct {
 	SimFile string
 	// Load is what the trace asks of the cluster.
 	Load Load
+	// Backlog: every pod was created with vc-scheduler stopped and binding
+	// is timed from its start (-backlog).
+	Backlog bool `json:",omitempty"`
 	// Reference is the offline packing of the trace (nil: not computed).
 	Reference *Reference
 }

@@ -111,6 +111,7 @@ func packingInput() Input {
 func failedInput() Input {
 	in := sampleInput()
 	in.QPS = 200
+	in.Backlog = true // and created with vc-scheduler stopped
 	in.Results[1].Retries, in.Results[1].RetryReasons = 3, "2 stream reset, 1 500 internal error"
 	in.Results[5].Retries, in.Results[5].RetryReasons = 1, "1 429 too many requests"
 	in.Results[6] = runner.Result{Setup: VGPU, Run: 3, Pods: 100, Retries: 10, RetryReasons: "10 stream reset",

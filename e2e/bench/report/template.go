@@ -50,7 +50,11 @@ Transient failures met while creating (each retried with backoff, so the run cou
   a reset HTTP/2 stream, a webhook timeout, 429, 5xx — is retried with jittered exponential backoff,
   ` + "`e2e/bench/transient`" + `). Bare pods with PodGroups rather than Volcano Jobs: that is exactly what the
   scheduler sees of a Job, and it keeps vc-controller-manager's own pod-creation rate (the same
-  for every setup, not what is measured) out of the bind time, so creation is timed apart from binding.
+  for every setup, not what is measured) out of the bind time, so creation is timed apart from binding.{{if .Backlog}}
+  **Backlog** (` + "`-backlog`" + `): every PodGroup and pod was created with vc-scheduler stopped; "last pod bound
+  after", pods/s and scheduler CPU count from the scheduler's start, so they measure scheduling the whole
+  trace, apart from how fast the API server took the pods (arriving one by one, their rate sets how many
+  one-per-second sessions a run opens, which moves the scheduler's CPU more than any plugin).{{end}}
 - **Setups** (vc-scheduler restarted for every run, same binary):
   ` + "`vgpu`" + ` with ` + "`config/scheduler/volcano-scheduler.conf`" + `;
   ` + "`deviceshare`" + ` with ` + "`config/scheduler/deviceshare.conf`" + ` (the same plugins with deviceshare instead of

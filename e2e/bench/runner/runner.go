@@ -5,6 +5,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -80,6 +81,14 @@ type Options struct {
 	// the first pod create, written to ProfileDir/<setup>-<run>.pprof.
 	Profile    time.Duration
 	ProfileDir string
+	// Backlog creates every PodGroup and pod with vc-scheduler stopped and
+	// times the run from its start: the scheduler's own cost for the whole
+	// trace, apart from how fast the API server takes the pods (which,
+	// arriving one by one, sets how many sessions the run opens).
+	Backlog bool
+	// CleanupStall: how long the cleanup before a run waits while no pod
+	// is deleted (zero: 2 minutes).
+	CleanupStall time.Duration
 }
 
 // Result is one run.
@@ -125,12 +134,23 @@ func Run(ctx context.Context, o Options, s Setup, n int) (res Result, err error)
 	}
 	cl := o.Cluster
 	cl.Config.SchedulerConf = s.SchedulerConf
-	if err := cl.RestartScheduler(ctx); err != nil {
-		return res, fmt.Errorf("restarting vc-scheduler with %s: %w", s.SchedulerConf, err)
+	startScheduler := func() (int, error) {
+		if err := cl.RestartScheduler(ctx); err != nil {
+			return 0, fmt.Errorf("restarting vc-scheduler with %s: %w", s.SchedulerConf, err)
+		}
+		pid, alive := cl.Config.Pid(cluster.SchedulerName)
+		if !alive {
+			return 0, errors.New("vc-scheduler is not running after its restart")
+		}
+		return pid, nil
 	}
-	pid, alive := cl.Config.Pid(cluster.SchedulerName)
-	if !alive {
-		return res, errors.New("vc-scheduler is not running after its restart")
+	var pid int
+	if o.Backlog {
+		if err := cl.StopScheduler(); err != nil {
+			return res, fmt.Errorf("stopping vc-scheduler: %w", err)
+		}
+	} else if pid, err = startScheduler(); err != nil {
+		return res, err
 	}
 	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{LabelBench: "true"}}}
 	if _, err := o.Kube.CoreV1().Namespaces().Create(ctx, nsObj, metav1.CreateOptions{}); err != nil {
@@ -151,9 +171,11 @@ func Run(ctx context.Context, o Options, s Setup, n int) (res Result, err error)
 	factory.Start(stop)
 	factory.WaitForCacheSync(stop)
 
-	before, err := procstat.Read(pid)
-	if err != nil {
-		return res, fmt.Errorf("vc-scheduler: %w", err)
+	var before procstat.Sample
+	if !o.Backlog {
+		if before, err = procstat.Read(pid); err != nil {
+			return res, fmt.Errorf("vc-scheduler: %w", err)
+		}
 	}
 	var stats transient.Stats
 	defer func() { res.Retries, res.RetryReasons = stats.Total(), stats.String() }()
@@ -163,6 +185,20 @@ func Run(ctx context.Context, o Options, s Setup, n int) (res Result, err error)
 	}
 	start := time.Now()
 	res.GroupSeconds = start.Sub(t0).Seconds()
+	if o.Backlog {
+		if err := o.createPods(ctx, ns, s.GPU, &stats); err != nil {
+			return res, err
+		}
+		res.CreateSeconds = time.Since(start).Seconds()
+		logger.Info("Created with vc-scheduler stopped", "pods", res.Pods, "seconds", res.CreateSeconds)
+		if pid, err = startScheduler(); err != nil {
+			return res, err
+		}
+		if before, err = procstat.Read(pid); err != nil {
+			return res, fmt.Errorf("vc-scheduler: %w", err)
+		}
+		start = time.Now() // binding is timed from the scheduler's start
+	}
 	if o.Profile > 0 {
 		path := filepath.Join(o.ProfileDir, fmt.Sprintf("%s-%d.pprof", s.Name, n))
 		waitProfile := profile(ctx, cl.Config.Ports.SchedulerMetrics, o.Profile, path)
@@ -175,12 +211,15 @@ func Run(ctx context.Context, o Options, s Setup, n int) (res Result, err error)
 			res.Profile = path
 		}()
 	}
-	if err := o.createPods(ctx, ns, s.GPU, &stats); err != nil {
-		return res, err
+	created := start
+	if !o.Backlog {
+		if err := o.createPods(ctx, ns, s.GPU, &stats); err != nil {
+			return res, err
+		}
+		created = time.Now()
+		res.CreateSeconds = created.Sub(start).Seconds()
+		logger.Info("Created", "pods", res.Pods, "seconds", res.CreateSeconds)
 	}
-	created := time.Now()
-	res.CreateSeconds = created.Sub(start).Seconds()
-	logger.Info("Created", "pods", res.Pods, "seconds", res.CreateSeconds)
 
 	last := o.waitBound(ctx, bound, res.Pods, created)
 	after, err := procstat.Read(pid)
@@ -356,31 +395,38 @@ func Inventories(ctx context.Context, kube kubernetes.Interface) (map[string]api
 const LabelBench = "volcano-vgpu.io/bench"
 
 // cleanup deletes every benchmark pod in any namespace (at once: grace 0,
-// one call per pod, again until none is left) so the next run starts on
-// empty GPUs, then deletes the benchmark namespaces (their PodGroups go
-// with them) without waiting.
+// one delete-collection per namespace, again until none is left) so the
+// next run starts on empty GPUs, then deletes the benchmark namespaces
+// (their PodGroups go with them) without waiting.
 func (o Options) cleanup(ctx context.Context) error {
 	zero := int64(0)
 	del := metav1.DeleteOptions{GracePeriodSeconds: &zero}
-	err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-		l, err := o.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: LabelJob})
+	// One delete-collection per namespace (the API server deletes the pods
+	// itself: thousands of single deletes took minutes on a loaded machine),
+	// repeated while pods remain; the wait gives up only when no pod went
+	// away for CleanupStall, however many there are.
+	stall := cmp.Or(o.CleanupStall, 2*time.Minute)
+	remaining, progressed := -1, time.Now()
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		l, err := o.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: LabelJob, ResourceVersion: "0"})
 		if err != nil {
 			return false, nil
 		}
 		if len(l.Items) == 0 {
 			return true, nil
 		}
-		fs := make([]func(context.Context) error, 0, len(l.Items))
-		for _, p := range l.Items {
-			fs = append(fs, func(ctx context.Context) error {
-				err := o.Kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, del)
-				if apierrors.IsNotFound(err) {
-					return nil
-				}
-				return err
-			})
+		if remaining < 0 || len(l.Items) < remaining {
+			remaining, progressed = len(l.Items), time.Now()
+		} else if time.Since(progressed) > stall {
+			return false, fmt.Errorf("%d pods left, none deleted for %v", len(l.Items), stall)
 		}
-		_ = parallel(ctx, o.Workers, fs) // what failed is retried on the next poll
+		nss := map[string]bool{}
+		for _, p := range l.Items {
+			nss[p.Namespace] = true
+		}
+		for ns := range nss {
+			_ = o.Kube.CoreV1().Pods(ns).DeleteCollection(ctx, del, metav1.ListOptions{LabelSelector: LabelJob}) // retried on the next poll
+		}
 		return false, nil
 	})
 	if err != nil {

@@ -3,12 +3,19 @@ package runner
 import (
 	"context"
 	"errors"
+	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 func TestParallelRunsAllOrStopsAtAnError(t *testing.T) {
@@ -53,5 +60,70 @@ func TestWaitBoundStopsOnStallOnlyAfterTheFirstBind(t *testing.T) {
 	start = time.Now()
 	if last := o.waitBound(context.Background(), b, 2, start); last.IsZero() || time.Since(start) > 250*time.Millisecond {
 		t.Errorf("one bind then nothing: returned after %v, want the stall", time.Since(start))
+	}
+}
+
+func TestCleanupDeletesEveryBenchPodOrStopsWhenNoneGoes(t *testing.T) {
+	pod := func(ns, name string, bench bool) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		if bench {
+			p.Labels = map[string]string{LabelJob: "j"}
+		}
+		return p
+	}
+	seed := func() *fake.Clientset {
+		return fake.NewClientset(pod("bench-a", "p1", true), pod("bench-a", "p2", true), pod("bench-b", "p3", true), pod("other", "keep", false))
+	}
+	tests := []struct {
+		name     string
+		noDelete bool // delete-collection answers but deletes nothing
+		wantErr  string
+		wantLeft []string
+	}{
+		{name: "every benchmark pod in every namespace goes, others stay", wantLeft: []string{"other/keep"}},
+		{name: "no pod deleted for the stall: an error naming what is left", noDelete: true, wantErr: "3 pods left, none deleted", wantLeft: []string{"bench-a/p1", "bench-a/p2", "bench-b/p3", "other/keep"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			kube := seed()
+			var collections atomic.Int64
+			kube.PrependReactor("delete-collection", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				collections.Add(1)
+				if tc.noDelete {
+					return true, nil, nil
+				}
+				dc := a.(k8stesting.DeleteCollectionAction)
+				sel := dc.GetListRestrictions().Labels
+				l, err := kube.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), a.GetNamespace())
+				if err != nil {
+					return true, nil, err
+				}
+				for _, p := range l.(*corev1.PodList).Items {
+					if sel.Matches(labels.Set(p.Labels)) {
+						if err := kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), p.Namespace, p.Name); err != nil {
+							return true, nil, err
+						}
+					}
+				}
+				return true, nil, nil
+			})
+			o := Options{Kube: kube, CleanupStall: 1500 * time.Millisecond}
+			err := o.cleanup(context.Background())
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("cleanup: %v, want error %q", err, tc.wantErr)
+			}
+			l, _ := kube.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
+			var left []string
+			for _, p := range l.Items {
+				left = append(left, p.Namespace+"/"+p.Name)
+			}
+			sort.Strings(left)
+			if d := cmp.Diff(tc.wantLeft, left); d != "" {
+				t.Errorf("pods left (-want +got):\n%s", d)
+			}
+			if tc.wantErr == "" && collections.Load() != 2 {
+				t.Errorf("%d delete-collection calls, want one per namespace (2)", collections.Load())
+			}
+		})
 	}
 }

@@ -63,6 +63,7 @@ type flags struct {
 	ref      bool
 	qps      float64
 	profile  time.Duration
+	backlog  bool
 }
 
 func main() {
@@ -93,6 +94,7 @@ func main() {
 	flag.IntVar(&f.workers, "workers", 8, "concurrent creators")
 	flag.Float64Var(&f.qps, "qps", 200, "creates per second, all creators together, retries included (0: as fast as the workers go)")
 	flag.DurationVar(&f.profile, "profile", 0, "take a CPU profile of vc-scheduler for this long from the first pod create of every run (pprof, under _output/bench/profiles)")
+	flag.BoolVar(&f.backlog, "backlog", false, "create every pod with vc-scheduler stopped, then start it and time binding from its start (the scheduler's cost apart from the creation rate)")
 	flag.BoolVar(&f.keep, "keep", false, "leave the cluster running")
 	flag.StringVar(&f.doc, "doc", "docs/benchmarks.md", "report to write (relative to the repository)")
 	flag.StringVar(&f.chart, "chart", "docs/benchmarks.png", "chart to write (relative to the repository)")
@@ -171,7 +173,7 @@ func run(ctx context.Context, f flags) (err error) {
 	began := time.Now()
 	simFile, _ := filepath.Rel(root, cfg.SimFile)
 	in := report.Input{Command: f.command, Date: time.Now().UTC().Format("2006-01-02"), Machine: machine(), Seed: f.seed,
-		Note: f.note, Runs: f.runs, Workers: f.workers, QPS: f.qps, Timeout: f.timeout.String(), Stall: f.stall.String(), ChartPNG: filepath.Base(f.chart),
+		Note: f.note, Backlog: f.backlog, Runs: f.runs, Workers: f.workers, QPS: f.qps, Timeout: f.timeout.String(), Stall: f.stall.String(), ChartPNG: filepath.Base(f.chart),
 		SimFile: simFile, RawFile: f.results}
 
 	cl, err := cluster.Up(ctx, cfg)
@@ -244,7 +246,7 @@ func run(ctx context.Context, f flags) (err error) {
 	if err != nil {
 		return err
 	}
-	opts := runner.Options{Cluster: cl, Kube: kube, VC: vc, Jobs: jobs, Tag: strconv.FormatInt(time.Now().Unix()%100000, 10), Workers: f.workers, Timeout: f.timeout, Stall: f.stall}
+	opts := runner.Options{Cluster: cl, Kube: kube, VC: vc, Jobs: jobs, Tag: strconv.FormatInt(time.Now().Unix()%100000, 10), Workers: f.workers, Timeout: f.timeout, Stall: f.stall, Backlog: f.backlog}
 	if f.qps > 0 {
 		opts.Pace = flowcontrol.NewTokenBucketRateLimiter(float32(f.qps), max(f.workers, 1))
 	}
