@@ -3,10 +3,12 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,8 +31,56 @@ import (
 // socket and state), which is what lets a thousand nodes run on one small
 // machine. See e2e/kubeletemu for what the emulator does.
 
-// EmulatorName is the pid/log name of the kubelet emulator.
+// EmulatorName is the pid/log name of the kubelet emulator (the first one
+// when the nodes need several: EmulatorHosts).
 const EmulatorName = "kubelet-emulator"
+
+// Open files a node costs the process serving it, with room to spare:
+// measured on the simulated cluster (a 5000-node group process ran out of
+// its 20000 at "too many open files"). A device plugin holds its gRPC
+// listener, kubelet's connection to it, its PodResources connection and an
+// fsnotify watcher (inotify and wakeup descriptors); the kubelet emulator
+// holds the node's kubelet and PodResources listeners, the plugin's
+// PodResources connection and its connection to the plugin.
+const (
+	pluginFilesPerNode   = 10
+	emulatorFilesPerNode = 6
+	reservedFiles        = 1024 // the API connection, logs, state files
+)
+
+// NodesPerProcess is how many nodes one agent process may serve, given
+// filesPerNode, within the open-file limit (at least one).
+func (c Config) NodesPerProcess(filesPerNode int) int {
+	limit := c.OpenFiles
+	if limit == 0 {
+		var r syscall.Rlimit
+		if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil || r.Max == math.MaxUint64 { // RLIM_INFINITY
+			return math.MaxInt
+		}
+		limit = r.Max
+	}
+	if limit <= reservedFiles {
+		return 1
+	}
+	return max(int((limit-reservedFiles)/uint64(filesPerNode)), 1)
+}
+
+// EmulatorHosts lays the nodes out on kubelet emulator processes: one for
+// all, or as many as the open-file limit needs (the first named
+// EmulatorName, then EmulatorName-1, -2, …).
+func (c Config) EmulatorHosts(nodes []string) []PluginHost {
+	per := c.NodesPerProcess(emulatorFilesPerNode)
+	var out []PluginHost
+	for first := 0; first < len(nodes); first += per {
+		last := min(first+per, len(nodes))
+		name := EmulatorName
+		if len(out) > 0 {
+			name = fmt.Sprintf("%s-%d", EmulatorName, len(out))
+		}
+		out = append(out, PluginHost{Name: name, Nodes: nodes[first:last:last], First: first})
+	}
+	return out
+}
 
 // DevicePluginName is the pid/log name of a node's device plugin when it
 // runs in a process of its own.
@@ -48,7 +98,8 @@ type PluginHost struct {
 }
 
 // PluginHosts lays the nodes out on device plugin processes: one per node,
-// or groups of DevicePluginGroup consecutive nodes.
+// or groups of DevicePluginGroup consecutive nodes (fewer where the
+// open-file limit needs it: NodesPerProcess).
 func (c Config) PluginHosts(nodes []string) []PluginHost {
 	var out []PluginHost
 	if c.DevicePluginGroup <= 1 {
@@ -57,8 +108,9 @@ func (c Config) PluginHosts(nodes []string) []PluginHost {
 		}
 		return out
 	}
-	for first := 0; first < len(nodes); first += c.DevicePluginGroup {
-		last := min(first+c.DevicePluginGroup, len(nodes))
+	per := min(c.DevicePluginGroup, c.NodesPerProcess(pluginFilesPerNode))
+	for first := 0; first < len(nodes); first += per {
+		last := min(first+per, len(nodes))
 		out = append(out, PluginHost{Name: DevicePluginGroupName(len(out)), Nodes: nodes[first:last:last], First: first})
 	}
 	return out
@@ -144,8 +196,16 @@ func (cl *Cluster) ensureNodeAgents(ctx context.Context) error {
 	}
 	kubeconfig := "--kubeconfig=" + c.Kubeconfig()
 	emu := containeremu.DefaultConfig(c.Root, c.SocketDir)
-	procs := []proc{{name: EmulatorName, args: []string{c.bin("kubelet-emulator"), kubeconfig,
-		"--base-dir=" + c.SocketDir, "--nodes-from=" + c.SimFile}}}
+	var procs []proc
+	if hosts := c.EmulatorHosts(cl.nodeNames()); len(hosts) == 1 {
+		procs = append(procs, proc{name: EmulatorName, args: []string{c.bin("kubelet-emulator"), kubeconfig,
+			"--base-dir=" + c.SocketDir, "--nodes-from=" + c.SimFile}})
+	} else {
+		for _, h := range hosts {
+			procs = append(procs, proc{name: h.Name, args: []string{c.bin("kubelet-emulator"), kubeconfig,
+				"--base-dir=" + c.SocketDir, "--nodes=" + strings.Join(h.Nodes, ",")}})
+		}
+	}
 	for _, h := range c.PluginHosts(cl.nodeNames()) {
 		conf, err := c.nodeDevicePluginConfig(h.Nodes[0], dpConf)
 		if err != nil {

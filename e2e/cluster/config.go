@@ -100,6 +100,12 @@ type Config struct {
 	// vgpu-device-plugin-sim-group process (default: one process per node,
 	// which scenarios that kill one node's plugin need).
 	DevicePluginGroup int
+	// OpenFiles is the open-file limit every agent process inherits (0: this
+	// process's hard RLIMIT_NOFILE, which Go raises the soft limit to). A
+	// node costs each process that serves it a few sockets, watches and
+	// connections, so a process serves at most as many nodes as the limit
+	// allows (NodesPerProcess): 5000 nodes in one process would run out.
+	OpenFiles uint64
 	// NoDevicePluginMetrics: the simulated device plugins serve no /metrics
 	// (a thousand nodes would take a thousand ports).
 	NoDevicePluginMetrics bool

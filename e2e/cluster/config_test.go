@@ -150,9 +150,10 @@ func TestSchedulerWrapperAndEnv(t *testing.T) {
 func TestPluginHosts(t *testing.T) {
 	nodes := []string{"a-0", "a-1", "b-0", "b-1", "c-0"}
 	tests := []struct {
-		name  string
-		group int
-		want  []PluginHost
+		name      string
+		group     int
+		openFiles uint64
+		want      []PluginHost
 	}{
 		{name: "default: one process per node", want: []PluginHost{
 			{Name: "device-plugin-a-0", Nodes: []string{"a-0"}, First: 0},
@@ -169,11 +170,47 @@ func TestPluginHosts(t *testing.T) {
 		{name: "one group for all", group: 1000, want: []PluginHost{
 			{Name: "device-plugin-group-0", Nodes: nodes, First: 0},
 		}},
+		{name: "one group asked, but the open-file limit holds 2 nodes per process", group: 1000, openFiles: reservedFiles + 2*pluginFilesPerNode + 5, want: []PluginHost{
+			{Name: "device-plugin-group-0", Nodes: []string{"a-0", "a-1"}, First: 0},
+			{Name: "device-plugin-group-1", Nodes: []string{"b-0", "b-1"}, First: 2},
+			{Name: "device-plugin-group-2", Nodes: []string{"c-0"}, First: 4},
+		}},
+		{name: "a limit below the reserve still serves one node per process", group: 3, openFiles: 100, want: []PluginHost{
+			{Name: "device-plugin-group-0", Nodes: []string{"a-0"}, First: 0},
+			{Name: "device-plugin-group-1", Nodes: []string{"a-1"}, First: 1},
+			{Name: "device-plugin-group-2", Nodes: []string{"b-0"}, First: 2},
+			{Name: "device-plugin-group-3", Nodes: []string{"b-1"}, First: 3},
+			{Name: "device-plugin-group-4", Nodes: []string{"c-0"}, First: 4},
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := Config{DevicePluginGroup: tc.group}
+			cfg := Config{DevicePluginGroup: tc.group, OpenFiles: tc.openFiles}
 			if diff := cmp.Diff(tc.want, cfg.PluginHosts(nodes)); diff != "" {
+				t.Errorf("hosts (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestEmulatorHosts(t *testing.T) {
+	nodes := []string{"a-0", "a-1", "b-0", "b-1", "c-0"}
+	tests := []struct {
+		name      string
+		openFiles uint64
+		want      []PluginHost
+	}{
+		{name: "this process's limit (thousands): one emulator", want: []PluginHost{{Name: EmulatorName, Nodes: nodes}}},
+		{name: "room for 2 nodes per process: three, the first keeps its name", openFiles: reservedFiles + 2*emulatorFilesPerNode, want: []PluginHost{
+			{Name: "kubelet-emulator", Nodes: []string{"a-0", "a-1"}, First: 0},
+			{Name: "kubelet-emulator-1", Nodes: []string{"b-0", "b-1"}, First: 2},
+			{Name: "kubelet-emulator-2", Nodes: []string{"c-0"}, First: 4},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{OpenFiles: tc.openFiles}
+			if diff := cmp.Diff(tc.want, cfg.EmulatorHosts(nodes)); diff != "" {
 				t.Errorf("hosts (-want +got):\n%s", diff)
 			}
 		})

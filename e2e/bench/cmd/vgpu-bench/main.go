@@ -380,8 +380,8 @@ func agents(cfg cluster.Config, cl *cluster.Cluster) report.Agents {
 			a.DevicePlugins++
 			a.DevicePluginNodes += hosted[name]
 			a.DevicePluginRSSMiB += float64(s.RSSKiB) / 1024
-		case name == cluster.EmulatorName:
-			a.EmulatorRSSMiB = float64(s.RSSKiB) / 1024
+		case strings.HasPrefix(name, cluster.EmulatorName): // one, or several where the open-file limit needs them
+			a.EmulatorRSSMiB += float64(s.RSSKiB) / 1024
 		}
 	}
 	return a
