@@ -117,6 +117,7 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.0 // indirect
 	stathat.com/c/consistent v1.0.0 // indirect
+	tags.cncf.io/container-device-interface/specs-go v1.1.1 // indirect
 )
 
 // Volcano v1.14.1's own replace block (k8s staging modules at v0.34.1), minus its
