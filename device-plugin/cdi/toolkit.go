@@ -25,7 +25,7 @@ import (
 // DefaultToolkitSpecDirs are the directories a CDI runtime reads specs from,
 // lowest priority first (a later directory's spec wins, as in the CDI
 // registry of containerd and CRI-O).
-var DefaultToolkitSpecDirs = []string{"/etc/cdi", "/var/run/cdi"}
+func DefaultToolkitSpecDirs() []string { return []string{"/etc/cdi", DefaultSpecDir} }
 
 // ErrToolkitSpec: a spec of the toolkit's kind cannot be read.
 var ErrToolkitSpec = errors.New("malformed NVIDIA CDI spec")

@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"path/filepath"
-	"slices"
 
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/cdi"
 )
@@ -60,7 +59,7 @@ func (c *CDI) applyDefaults() {
 	def(&c.HookPath, "/usr/local/volcano-vgpu/vgpu-cdi-hook")
 	def(&c.MIGMinors, cdi.DefaultMIGMinors)
 	if c.ToolkitSpecDirs == nil {
-		c.ToolkitSpecDirs = slices.Clone(cdi.DefaultToolkitSpecDirs)
+		c.ToolkitSpecDirs = cdi.DefaultToolkitSpecDirs()
 	}
 }
 
