@@ -62,6 +62,9 @@ func Mutate(pod *corev1.Pod, o Options) ([]Op, []string, error) {
 	if err != nil {
 		return nil, nil, &Denied{Reason: "invalid vGPU request: " + err.Error()}
 	}
+	if why := migProfileTooSmall(opts.MIGProfile, asks); why != "" {
+		return nil, nil, &Denied{Reason: "invalid vGPU request: " + why}
+	}
 	var warnings []string
 	if o.SchedulerName != "" && (pod.Spec.SchedulerName == "" || pod.Spec.SchedulerName == corev1.DefaultSchedulerName) {
 		ops = append(ops, Op{Op: "add", Path: "/spec/schedulerName", Value: o.SchedulerName})

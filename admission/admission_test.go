@@ -103,6 +103,14 @@ func TestMutate(t *testing.T) {
 			wantMem: 4096, wantC: 10, wantAsk: api.ContainerRequest{Name: "train", Number: 1, MemoryMiB: 4096, Cores: 10}},
 		{name: "vgpu-mode mig admitted: it waits for a GPU in MIG mode", pod: pod(map[string]string{api.VolcanoModeKey: "mig"}, map[string]int64{num: 1, mem: 3000}),
 			wantMem: 3000, wantC: 0, wantAsk: api.ContainerRequest{Name: "train", Number: 1, MemoryMiB: 3000}},
+		{name: "an ask past a named MIG profile's nominal memory refused", // 1g.10gb: at most 10 × 1024 = 10240 MiB on any GPU
+			pod:        pod(map[string]string{api.VolcanoModeKey: "mig", api.MIGProfileKey: "1g.10gb"}, map[string]int64{num: 1, mem: 16384}),
+			wantDenied: `invalid vGPU request: container "train" asks 16384 MiB of GPU memory, more than the 1g.10gb MIG profile (volcano-vgpu.io/mig-profile) has on any GPU (at most 10240 MiB): name a larger profile or ask less memory`},
+		{name: "an ask between a profile's real and nominal memory admitted: the scheduler knows the real", // 9856 < 10000 ≤ 10240
+			pod:     pod(map[string]string{api.VolcanoModeKey: "mig", api.MIGProfileKey: "1g.10gb"}, map[string]int64{num: 1, mem: 10000}),
+			wantMem: 10000, wantC: 0, wantAsk: api.ContainerRequest{Name: "train", Number: 1, MemoryMiB: 10000}},
+		{name: "a media-engine profile's nominal memory", pod: pod(map[string]string{api.MIGProfileKey: "1g.5gb+me"}, map[string]int64{num: 1, mem: 6000}),
+			wantDenied: "more than the 1g.5gb+me MIG profile (volcano-vgpu.io/mig-profile) has on any GPU (at most 5120 MiB)"}, // 6000 > 5 × 1024
 		{name: "a pod migrated from deviceshare keeps its outputs", pod: pod(map[string]string{"volcano.sh/vgpu-ids-new": "GPU-x,NVIDIA,4096,10:",
 			"volcano.sh/vgpu-node": "old", "volcano.sh/vgpu-time": "1700000000", "volcano.sh/devices-to-allocate": ";", "volcano.sh/bind-phase": "success"},
 			map[string]int64{num: 1, mem: 4096, cores: 10}),
@@ -209,5 +217,20 @@ func TestHandler(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]float64{ResultAllowed: 1, ResultPatched: 1, ResultDenied: 1, ResultError: 0}, got); diff != "" {
 		t.Errorf("reviews counted (-want +got):\n%s", diff)
+	}
+}
+
+func TestNominalMiB(t *testing.T) {
+	for _, tc := range []struct {
+		profile string
+		want    int64 // 0: the name carries no memory
+	}{
+		{"1g.10gb", 10240}, {"7g.80gb", 81920}, {"1g.5gb+me", 5120}, {"1g.10gb-me", 10240}, {"4g.24gb", 24576},
+		{"1g", 0}, {"g.10gb", 0}, {"1g.10GB", 0}, {"1c.2g.10gb", 0}, {"", 0},
+	} {
+		got, ok := nominalMiB(tc.profile)
+		if got != tc.want || ok != (tc.want > 0) {
+			t.Errorf("nominalMiB(%q) = %d, %t; want %d", tc.profile, got, ok, tc.want)
+		}
 	}
 }

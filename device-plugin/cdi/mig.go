@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -144,9 +145,11 @@ func (s Specs) migFile(podUID, container string) string {
 }
 
 // WriteMIG writes the spec of one container's MIG devices, with the nodes
-// minors give each, and returns their qualified names in devs' order. It
-// replaces an earlier spec of the same container atomically.
-func (s Specs) WriteMIG(podUID, container string, minors MIGMinors, devs []MIGDevice) ([]string, error) {
+// minors give each and driver (the toolkit's spec-level edits,
+// ToolkitEdits; none without a toolkit spec) as the spec's own edits, and
+// returns their qualified names in devs' order. It replaces an earlier spec
+// of the same container atomically.
+func (s Specs) WriteMIG(podUID, container string, minors MIGMinors, driver ContainerEdits, devs []MIGDevice) ([]string, error) {
 	if _, err := LimiterDevice(podUID, container); err != nil {
 		return nil, err
 	}
@@ -172,10 +175,28 @@ func (s Specs) WriteMIG(podUID, container string, minors MIGMinors, devs []MIGDe
 			Env: []string{env}, DeviceNodes: nodes}})
 		names = append(names, MIGKind+"="+name)
 	}
+	if top := driverEdits(driver, sp.Devices); top != nil {
+		sp.ContainerEdits, sp.CDIVersion = top, specVersion(top)
+	}
 	if err := s.write(s.migFile(podUID, container), sp); err != nil {
 		return nil, err
 	}
 	return names, nil
+}
+
+// driverEdits are the driver's edits without the device nodes the devices
+// name themselves; nil when there are none.
+func driverEdits(driver ContainerEdits, devs []Device) *ContainerEdits {
+	e := driver
+	e.DeviceNodes = slices.DeleteFunc(slices.Clone(e.DeviceNodes), func(n DeviceNode) bool {
+		return slices.ContainsFunc(devs, func(d Device) bool {
+			return slices.ContainsFunc(d.ContainerEdits.DeviceNodes, func(o DeviceNode) bool { return o.Path == n.Path })
+		})
+	})
+	if len(e.Env)+len(e.DeviceNodes)+len(e.Hooks)+len(e.Mounts)+len(e.AdditionalGIDs) == 0 {
+		return nil
+	}
+	return &e
 }
 
 // ReadMIG reads back the MIG spec of one container (the emulators).

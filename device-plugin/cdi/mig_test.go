@@ -88,7 +88,7 @@ func TestWriteMIG(t *testing.T) {
 	s := Specs{Dir: filepath.Join(t.TempDir(), "cdi")}
 	m, _ := ParseMIGMinors(strings.NewReader(minorsA100))
 	const mig = "MIG-0a1b2c3d-0001-0002-0003-000000000004"
-	names, err := s.WriteMIG("uid-1", "main", m, []MIGDevice{{UUID: mig, GPUMinor: 0, GI: 1, CI: 0}})
+	names, err := s.WriteMIG("uid-1", "main", m, ContainerEdits{}, []MIGDevice{{UUID: mig, GPUMinor: 0, GI: 1, CI: 0}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestWriteMIG(t *testing.T) {
 		t.Errorf("uid-1's MIG spec after Remove: %v", err)
 	}
 	// a device the minors lack writes nothing
-	if _, err := s.WriteMIG("uid-3", "main", m, []MIGDevice{{UUID: mig, GPUMinor: 3, GI: 1}}); !errors.Is(err, ErrNoMIGMinors) {
+	if _, err := s.WriteMIG("uid-3", "main", m, ContainerEdits{}, []MIGDevice{{UUID: mig, GPUMinor: 3, GI: 1}}); !errors.Is(err, ErrNoMIGMinors) {
 		t.Errorf("WriteMIG without the device's minors = %v, want ErrNoMIGMinors", err)
 	}
 	if _, err := s.ReadMIG("uid-3", "main"); !errors.Is(err, os.ErrNotExist) {

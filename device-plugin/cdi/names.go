@@ -5,7 +5,8 @@
 // plugin's own CDI specs: one device per allocated container whose
 // createRuntime hook keeps the image's /etc/ld.so.preload (package
 // preloadhook, binary vgpu-cdi-hook), and the MIG devices it hands a
-// container (mig.go).
+// container (mig.go) with the driver's edits read from the toolkit's spec
+// (toolkit.go).
 //
 // Naming rules (CDI specification): a kind is vendor/class; the vendor is
 // letters, digits, '-', '_' and '.', starting with a letter and ending with a

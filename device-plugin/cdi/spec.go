@@ -24,6 +24,9 @@ type Spec struct {
 	CDIVersion string   `json:"cdiVersion"`
 	Kind       string   `json:"kind"`
 	Devices    []Device `json:"devices"`
+	// ContainerEdits apply once when any device of the spec is injected
+	// (the driver's libraries and hooks in the MIG spec, ToolkitEdits).
+	ContainerEdits *ContainerEdits `json:"containerEdits,omitempty"`
 }
 
 // Device is one named device and its container edits.
@@ -34,15 +37,34 @@ type Device struct {
 
 // ContainerEdits are what the runtime applies for a device.
 type ContainerEdits struct {
-	Env         []string     `json:"env,omitempty"`
-	DeviceNodes []DeviceNode `json:"deviceNodes,omitempty"`
-	Hooks       []Hook       `json:"hooks,omitempty"`
+	Env            []string     `json:"env,omitempty"`
+	DeviceNodes    []DeviceNode `json:"deviceNodes,omitempty"`
+	Hooks          []Hook       `json:"hooks,omitempty"`
+	Mounts         []Mount      `json:"mounts,omitempty"`
+	AdditionalGIDs []uint32     `json:"additionalGids,omitempty"` // CDI 0.7.0
 }
 
-// DeviceNode is a device node the runtime creates in the container (the
-// host's node at the same path: the runtime reads its type and numbers).
+// DeviceNode is a device node the runtime creates in the container. With
+// Path alone it is the host's node at the same path (the runtime reads its
+// type and numbers); the other fields are as the toolkit's spec gives them.
 type DeviceNode struct {
-	Path string `json:"path"`
+	Path        string       `json:"path"`
+	HostPath    string       `json:"hostPath,omitempty"`
+	Type        string       `json:"type,omitempty"`
+	Major       int64        `json:"major,omitempty"`
+	Minor       int64        `json:"minor,omitempty"`
+	FileMode    *os.FileMode `json:"fileMode,omitempty"`
+	Permissions string       `json:"permissions,omitempty"`
+	UID         *uint32      `json:"uid,omitempty"`
+	GID         *uint32      `json:"gid,omitempty"`
+}
+
+// Mount is a bind mount (or one of Type) of HostPath at ContainerPath.
+type Mount struct {
+	HostPath      string   `json:"hostPath"`
+	ContainerPath string   `json:"containerPath"`
+	Options       []string `json:"options,omitempty"`
+	Type          string   `json:"type,omitempty"`
 }
 
 // Hook is an OCI hook: Path runs with Args (Args[0] is argv[0]).
@@ -50,6 +72,7 @@ type Hook struct {
 	HookName string   `json:"hookName"`
 	Path     string   `json:"path"`
 	Args     []string `json:"args,omitempty"`
+	Env      []string `json:"env,omitempty"`
 	Timeout  *int     `json:"timeout,omitempty"`
 }
 

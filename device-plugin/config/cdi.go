@@ -37,6 +37,12 @@ type CDI struct {
 	// (/proc/driver/nvidia-caps/mig-minors on the host): the device nodes of
 	// the MIG devices the plugin names in its own CDI specs come from it.
 	MIGMinors string `json:"migMinors"`
+	// ToolkitSpecDirs are where the NVIDIA toolkit's CDI spec (of Kind) is
+	// read from, lowest priority first, as the runtime reads them: its
+	// spec-level edits (the driver's libraries and hooks) are copied into
+	// the plugin's spec of a container's MIG devices. Directories that do
+	// not exist in the plugin's container are skipped.
+	ToolkitSpecDirs []string `json:"toolkitSpecDirs"`
 }
 
 func (c *CDI) applyDefaults() {
@@ -52,6 +58,9 @@ func (c *CDI) applyDefaults() {
 	def(&c.SpecDir, cdi.DefaultSpecDir)
 	def(&c.HookPath, "/usr/local/volcano-vgpu/vgpu-cdi-hook")
 	def(&c.MIGMinors, cdi.DefaultMIGMinors)
+	if c.ToolkitSpecDirs == nil {
+		c.ToolkitSpecDirs = cdi.DefaultToolkitSpecDirs()
+	}
 }
 
 // On reports CDI mode.
@@ -74,7 +83,11 @@ func (c CDI) validate() error {
 	if _, err := cdi.ParseStrategy("cdi.deviceNames", c.DeviceNames); err != nil {
 		return err
 	}
-	for _, p := range []struct{ key, path string }{{"cdi.specDir", c.SpecDir}, {"cdi.hookPath", c.HookPath}, {"cdi.migMinors", c.MIGMinors}} {
+	paths := []struct{ key, path string }{{"cdi.specDir", c.SpecDir}, {"cdi.hookPath", c.HookPath}, {"cdi.migMinors", c.MIGMinors}}
+	for i, d := range c.ToolkitSpecDirs {
+		paths = append(paths, struct{ key, path string }{fmt.Sprintf("cdi.toolkitSpecDirs[%d]", i), d})
+	}
+	for _, p := range paths {
 		if !filepath.IsAbs(p.path) {
 			return fmt.Errorf("%s: expected an absolute path on the host, got %q", p.key, p.path)
 		}

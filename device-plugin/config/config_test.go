@@ -152,6 +152,7 @@ func TestParse(t *testing.T) {
 		{name: "CDI kind of the limiter", yaml: "version: v1\ncdi:\n  kind: volcano-vgpu.io/limiter", wantErr: "cdi.kind: volcano-vgpu.io/limiter is the plugin's own kind"},
 		{name: "CDI unknown strategy", yaml: "version: v1\ncdi:\n  deviceNames: busid", wantErr: `cdi.deviceNames: expected one of index, uuid, got "busid"`},
 		{name: "CDI relative spec dir", yaml: "version: v1\ncdi:\n  specDir: cdi", wantErr: `cdi.specDir: expected an absolute path on the host, got "cdi"`},
+		{name: "CDI relative toolkit spec dir", yaml: "version: v1\ncdi:\n  toolkitSpecDirs: [/etc/cdi, run/cdi]", wantErr: `cdi.toolkitSpecDirs[1]: expected an absolute path on the host, got "run/cdi"`},
 		{name: "CDI unknown key", yaml: "version: v1\ncdi:\n  enable: true", wantErr: `unknown field "cdi.enable"`},
 		{name: "memory guard on by default", yaml: "version: v1", check: func(t *testing.T, c Config) {
 			want := MemoryGuard{Period: Duration{Duration: 2 * time.Second}, ToleranceMiB: 64, UncountedContextMiB: 1024}

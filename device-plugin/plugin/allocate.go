@@ -11,7 +11,6 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/cdi"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/containerdir"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/match"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/metrics"
@@ -155,9 +154,9 @@ func (p *Plugin) allocateLocked(ctx context.Context, ids []string, known match.K
 	if err != nil {
 		return nil, rec, false, fmt.Errorf("pod %s/%s: %w", rec.Namespace, rec.Name, err)
 	}
-	var minors cdi.MIGMinors // read before an instance is created for the container
+	var mc migCDI // read before an instance is created for the container
 	if p.opts.Config.CDI.On() && anyMIG(rec.Devices) {
-		if minors, err = p.migMinors(); err != nil {
+		if mc, err = p.readMIGCDI(ctx); err != nil {
 			return nil, rec, false, fmt.Errorf("pod %s/%s container %s: %w", rec.Namespace, rec.Name, rec.Container, err)
 		}
 	}
@@ -185,7 +184,7 @@ func (p *Plugin) allocateLocked(ctx context.Context, ids []string, known match.K
 	if threads > 0 {
 		p.holdMPS(rec.Devices[0].UUID, threads)
 	}
-	resp, err := p.response(rec, paths, threads, minors)
+	resp, err := p.response(rec, paths, threads, mc)
 	if err != nil {
 		return nil, rec, false, fmt.Errorf("pod %s/%s container %s: %w", rec.Namespace, rec.Name, rec.Container, err)
 	}

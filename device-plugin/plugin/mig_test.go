@@ -93,8 +93,10 @@ func migEnv(t *testing.T, edit func(*config.Config)) (*testEnv, string) {
 	}
 	mig, _ := h.GetMigDeviceHandleByIndex(0)
 	migUUID, _ := mig.GetUUID()
+	toolkit := t.TempDir() // the toolkit's spec directory, empty unless a test writes one
 	return newEnvSim(t, t.TempDir(), sim, func(c *config.Config) {
 		c.Sharing.GPUs = map[string]api.GPUMode{node.GPUs[2].UUID: api.ModeMIG}
+		c.CDI.ToolkitSpecDirs = []string{toolkit}
 		if edit != nil {
 			edit(c)
 		}

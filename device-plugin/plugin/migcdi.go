@@ -1,8 +1,11 @@
 package plugin
 
 import (
+	"context"
 	"errors"
 	"fmt"
+
+	"k8s.io/klog/v2"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/cdi"
@@ -27,20 +30,47 @@ func anyMIG(devs []api.DeviceShare) bool {
 	return false
 }
 
-// migMinors reads the driver's MIG capability minors (cdi.migMinors) for
-// the CDI spec of a container's MIG devices; a missing or malformed file
-// refuses the container (ErrMIGNotServed) before an instance is created.
-func (p *Plugin) migMinors() (cdi.MIGMinors, error) {
-	m, err := cdi.ReadMIGMinors(p.opts.Config.CDI.MIGMinors)
+// migCDI is what the CDI spec of a container's MIG devices is written
+// from: the driver's MIG capability minors and the toolkit's spec-level
+// edits (the driver's libraries and hooks; none without a toolkit spec).
+type migCDI struct {
+	minors cdi.MIGMinors
+	driver cdi.ContainerEdits
+}
+
+// readMIGCDI reads the driver's MIG capability minors (cdi.migMinors) and
+// the toolkit's spec (cdi.toolkitSpecDirs) for the CDI spec of a
+// container's MIG devices. A missing or malformed minors file or a
+// malformed toolkit spec refuses the container (ErrMIGNotServed) before an
+// instance is created; no toolkit spec is logged once (the NVIDIA runtime
+// hook, where there is one, mounts the libraries from
+// NVIDIA_VISIBLE_DEVICES).
+func (p *Plugin) readMIGCDI(ctx context.Context) (migCDI, error) {
+	c := p.opts.Config.CDI
+	m, err := cdi.ReadMIGMinors(c.MIGMinors)
 	if err != nil {
-		return nil, fmt.Errorf("%w: CDI mode names each MIG device in the plugin's own spec, with its device nodes: %w", ErrMIGNotServed, err)
+		return migCDI{}, fmt.Errorf("%w: CDI mode names each MIG device in the plugin's own spec, with its device nodes: %w", ErrMIGNotServed, err)
 	}
-	return m, nil
+	tk, err := cdi.ToolkitEdits(c.ToolkitSpecDirs, c.Kind)
+	if err != nil {
+		return migCDI{}, fmt.Errorf("%w: the driver's libraries and hooks for a MIG device come from the NVIDIA toolkit's CDI spec, which a whole GPU's container (%s=...) could not use either; regenerate it (nvidia-ctk cdi generate): %w", ErrMIGNotServed, c.Kind, err)
+	}
+	logger := klog.FromContext(ctx)
+	if !tk.Found() {
+		if p.noToolkitSpecLogged.CompareAndSwap(false, true) {
+			logger.Info("No NVIDIA CDI spec found: MIG containers get their device nodes and NVIDIA_VISIBLE_DEVICES from the plugin's spec but no driver libraries unless the runtime runs the NVIDIA runtime hook",
+				"kind", c.Kind, "cdi.toolkitSpecDirs", c.ToolkitSpecDirs)
+		}
+	} else {
+		p.noToolkitSpecLogged.Store(false)
+		logger.V(5).Info("Driver edits for MIG devices", "specs", tk.Files)
+	}
+	return migCDI{minors: m, driver: tk.Edits}, nil
 }
 
 // migSpec writes the CDI spec of rec's MIG devices (their MIG UUIDs filled
 // in by serveMIG) and returns their names; none without MIG devices.
-func (p *Plugin) migSpec(rec containerdir.Record, minors cdi.MIGMinors) ([]string, error) {
+func (p *Plugin) migSpec(rec containerdir.Record, mc migCDI) ([]string, error) {
 	var devs []cdi.MIGDevice
 	p.migMu.RLock()
 	for _, d := range rec.Devices {
@@ -59,7 +89,7 @@ func (p *Plugin) migSpec(rec containerdir.Record, minors cdi.MIGMinors) ([]strin
 	if len(devs) == 0 {
 		return nil, nil
 	}
-	names, err := p.specs.WriteMIG(rec.PodUID, rec.Container, minors, devs)
+	names, err := p.specs.WriteMIG(rec.PodUID, rec.Container, mc.minors, mc.driver, devs)
 	if errors.Is(err, cdi.ErrNoMIGMinors) {
 		return nil, fmt.Errorf("%w: %w", ErrMIGNotServed, err)
 	}

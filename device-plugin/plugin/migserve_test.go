@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -66,6 +67,11 @@ func TestAllocateCreatesMIGInstance(t *testing.T) {
 			// 1g.5gb at slice 2: nothing there yet (the 3g.20gb holds 4-7)
 			e.add(t, pod("p-mig").app("main", migShare(2, "1g.5gb", 4864, 2, 1, "")).obj(t, e))
 			e.kubelet.set("p-mig", map[string][]string{"main": nil})
+			writeToolkitSpec(t, e, "kind: nvidia.com/gpu\ndevices: [{name: all, containerEdits: {deviceNodes: [{path: /dev/nvidia0}]}}]\n"+
+				"containerEdits:\n  env: [NVIDIA_VISIBLE_DEVICES=void, NVIDIA_CTK_LIBCUDA_DIR=/usr/lib64]\n"+
+				"  deviceNodes: [{path: /dev/nvidiactl}, {path: /dev/nvidia-uvm-tools}]\n"+
+				"  mounts: [{hostPath: /usr/lib64/libcuda.so.1, containerPath: /usr/lib64/libcuda.so.1, options: [ro, bind]}]\n"+
+				"  hooks: [{hookName: createContainer, path: /usr/bin/nvidia-cdi-hook, args: [nvidia-cdi-hook, update-ldcache]}]\n")
 			r, err := e.p.Allocate(context.Background(), []string{e.id(2, 0)})
 			if err != nil {
 				t.Fatal(err)
@@ -92,7 +98,13 @@ func TestAllocateCreatesMIGInstance(t *testing.T) {
 					Env: []string{"NVIDIA_VISIBLE_DEVICES=" + mig},
 					DeviceNodes: []cdi.DeviceNode{node("/dev/nvidia2"), node(fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", nvmlsim.MIGMinor(2, 2, -1))),
 						node(fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", nvmlsim.MIGMinor(2, 2, 0))), node("/dev/nvidiactl"), node("/dev/nvidia-uvm")},
-				}}}}
+				}}},
+					// the toolkit spec's own edits: the driver's library and hook, its
+					// control nodes but those the device has; not its devices' edits
+					ContainerEdits: &cdi.ContainerEdits{Env: []string{"NVIDIA_CTK_LIBCUDA_DIR=/usr/lib64"},
+						DeviceNodes: []cdi.DeviceNode{node("/dev/nvidia-uvm-tools")},
+						Hooks:       []cdi.Hook{{HookName: "createContainer", Path: "/usr/bin/nvidia-cdi-hook", Args: []string{"nvidia-cdi-hook", "update-ldcache"}}},
+						Mounts:      []cdi.Mount{{HostPath: "/usr/lib64/libcuda.so.1", ContainerPath: "/usr/lib64/libcuda.so.1", Options: []string{"ro", "bind"}}}}}
 				if d := cmp.Diff(want, sp); d != "" {
 					t.Errorf("MIG CDI spec (-want +got):\n%s", d)
 				}
@@ -200,6 +212,11 @@ func TestAllocateMIGRefusals(t *testing.T) {
 		{name: "CDI mode without the driver's MIG minors", share: migShare(2, "2g.10gb", 9728, 0, 2, ""), is: ErrMIGNotServed,
 			edit: func(c *config.Config) { c.CDI.MIGMinors = "/nonexistent/mig-minors" },
 			want: "no MIG capability minors: /nonexistent/mig-minors does not exist"},
+		{name: "CDI mode with a malformed toolkit spec", share: migShare(2, "2g.10gb", 9728, 0, 2, ""), is: ErrMIGNotServed,
+			setup: func(t *testing.T, e *testEnv, _ string) {
+				writeToolkitSpec(t, e, "kind: nvidia.com/gpu\ncontainerEdits: {mounts: notalist}\n")
+			},
+			want: "malformed NVIDIA CDI spec %t/nvidia.yaml"},
 		{name: "slices taken behind the plugin's back since it last read them", share: migShare(2, "2g.10gb", 9728, 0, 2, ""), is: ErrMIGNotServed,
 			setup: func(t *testing.T, e *testEnv, _ string) {
 				createInSim(t, e, nvml.GPU_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, 1, 1)
@@ -219,7 +236,7 @@ func TestAllocateMIGRefusals(t *testing.T) {
 			e.add(t, pod("p-mig").app("main", tc.share).obj(t, e))
 			e.kubelet.set("p-mig", map[string][]string{"main": nil})
 			_, err := e.p.Allocate(ctx, []string{e.id(tc.share.gpu, 0)})
-			want := strings.ReplaceAll(tc.want, "%2", e.gpu(2))
+			want := strings.NewReplacer("%2", e.gpu(2), "%t", e.cfg.CDI.ToolkitSpecDirs[0]).Replace(tc.want)
 			if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), want) {
 				t.Fatalf("Allocate = %v, want %v containing %q", err, tc.is, want)
 			}
@@ -254,5 +271,14 @@ func TestAllocateTimeSlicedBesideMIG(t *testing.T) {
 	}
 	if lim := readLimiter(t, r); lim.Devices[0].UUID != e.gpu(0) || lim.Devices[0].Cores != 25 || lim.Policy == api.ComputeNone {
 		t.Errorf("limiter %+v: want GPU 0's 25%% share under the compute controller", lim)
+	}
+}
+
+// writeToolkitSpec writes the NVIDIA toolkit's spec (YAML) into the
+// environment's toolkit spec directory.
+func writeToolkitSpec(t *testing.T, e *testEnv, text string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(e.cfg.CDI.ToolkitSpecDirs[0], "nvidia.yaml"), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

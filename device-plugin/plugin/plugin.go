@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -81,6 +82,9 @@ type Plugin struct {
 	// IDs, from the same reads (under migMu): the device nodes of the
 	// plugin's CDI specs of MIG devices.
 	migIDs map[string]migIDs
+	// noToolkitSpecLogged: the missing toolkit spec was logged (once, until
+	// one is found again).
+	noToolkitSpecLogged atomic.Bool
 	// migs: the MIG instances handed to pods (under mu).
 	migs      *migledger.Ledger
 	health    *health.Tracker

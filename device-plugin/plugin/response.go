@@ -31,12 +31,13 @@ const (
 // image's preload is kept, the container's own limiter device whose hook
 // writes its preload file) and sets NVIDIA_VISIBLE_DEVICES=void, env mode
 // names them in NVIDIA_VISIBLE_DEVICES. In CDI mode a MIG device is named
-// in the plugin's own spec (migSpec, with the driver's capability minors):
+// in the plugin's own spec (migSpec, with the driver's capability minors
+// and the toolkit spec's driver edits):
 // the toolkit's spec lacks instances created after it was generated.
 //
 // A container on an MPS GPU (mpsThreads > 0) also gets its GPU's MPS pipe
 // directory, the MPS shared memory and the MPS variables (addMPS).
-func (p *Plugin) response(rec containerdir.Record, paths containerdir.Paths, mpsThreads uint32, minors cdi.MIGMinors) (*pluginapi.ContainerAllocateResponse, error) {
+func (p *Plugin) response(rec containerdir.Record, paths containerdir.Paths, mpsThreads uint32, mc migCDI) (*pluginapi.ContainerAllocateResponse, error) {
 	l, c := p.opts.Config.Limiter, p.opts.Config.CDI
 	r := &pluginapi.ContainerAllocateResponse{
 		Envs: map[string]string{
@@ -68,7 +69,7 @@ func (p *Plugin) response(rec containerdir.Record, paths containerdir.Paths, mps
 	if err != nil {
 		return nil, fmt.Errorf("CDI names of the GPUs (cdi.kind, cdi.deviceNames): %w", err)
 	}
-	migNames, err := p.migSpec(rec, minors)
+	migNames, err := p.migSpec(rec, mc)
 	if err != nil {
 		return nil, err
 	}

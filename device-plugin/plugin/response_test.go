@@ -192,7 +192,7 @@ func TestGCRemovesSpecsOfDeletedPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := specs.WriteMIG("uid-gone-mig", "main", minors, []cdi.MIGDevice{{UUID: "MIG-1", GI: 1}}); err != nil {
+	if _, err := specs.WriteMIG("uid-gone-mig", "main", minors, cdi.ContainerEdits{}, []cdi.MIGDevice{{UUID: "MIG-1", GI: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	e.p.mu.Lock()

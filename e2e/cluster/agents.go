@@ -134,8 +134,31 @@ func (c Config) RecordsDir(node string) string { return filepath.Join(c.NodeDir(
 // DevicePluginNodeConfig names some) run the fake control daemon
 // (e2e/cmd/fake-mps-control), checked every 2s.
 func (c Config) devicePluginConfig() (string, error) {
+	if err := c.writeToolkitSpec(); err != nil {
+		return "", err
+	}
 	path := filepath.Join(c.StateDir, "device-plugin.yaml")
 	return path, os.WriteFile(path, []byte(c.devicePluginConfigBody()), 0o644)
+}
+
+// SimDriverLibrary is the driver library the simulated NVIDIA toolkit spec
+// mounts (spec-level containerEdits, as nvidia-ctk writes for libcuda): the
+// plugin copies it into its spec of a container's MIG devices.
+const SimDriverLibrary = "/usr/lib/x86_64-linux-gnu/libcuda.so.sim"
+
+// ToolkitSpecDir is the directory of the simulated NVIDIA toolkit spec
+// every node's plugin reads (cdi.toolkitSpecDirs): spec-level edits only;
+// the container emulator resolves the toolkit's nvidia.com/gpu names itself.
+func (c Config) ToolkitSpecDir() string { return filepath.Join(c.StateDir, "toolkit-cdi") }
+
+func (c Config) writeToolkitSpec() error {
+	if err := os.MkdirAll(c.ToolkitSpecDir(), 0o755); err != nil {
+		return err
+	}
+	body := fmt.Sprintf("cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices: []\ncontainerEdits:\n"+
+		"  env: [NVIDIA_VISIBLE_DEVICES=void]\n  deviceNodes: [{path: /dev/nvidiactl}]\n"+
+		"  mounts: [{hostPath: %[1]s, containerPath: %[1]s, options: [ro, nosuid, nodev, bind]}]\n", SimDriverLibrary)
+	return os.WriteFile(filepath.Join(c.ToolkitSpecDir(), "nvidia.yaml"), []byte(body), 0o644)
 }
 
 func (c Config) devicePluginConfigBody() string {
@@ -143,10 +166,10 @@ func (c Config) devicePluginConfigBody() string {
 	// A short quiet period and probe interval let the GPU-fault scenarios
 	// see a recovery in seconds; pods whose Allocate failed are handed back.
 	specDir := filepath.Join(c.SocketDir, "cdi-per-node")
-	body := fmt.Sprintf("version: v1\nlimiter:\n  hostLibrary: %s\ncdi:\n  specDir: %s\n  hookPath: %s\n"+
+	body := fmt.Sprintf("version: v1\nlimiter:\n  hostLibrary: %s\ncdi:\n  specDir: %s\n  hookPath: %s\n  toolkitSpecDirs: [%s]\n"+
 		"health:\n  recoveryPeriod: 10s\n  probeInterval: 2s\nallocate:\n  reschedule: true\n"+
 		"mps:\n  controlCommand: %s\n  probeInterval: 2s\nreport:\n  heartbeatPeriod: 1m\n",
-		lib, specDir, c.bin("vgpu-cdi-hook"), c.bin("fake-mps-control"))
+		lib, specDir, c.bin("vgpu-cdi-hook"), c.ToolkitSpecDir(), c.bin("fake-mps-control"))
 	if c.DevicePluginHAMi {
 		body += "  hami: true\n"
 	}

@@ -80,14 +80,14 @@ func TestMIGDevicesResolveFromThePluginsSpec(t *testing.T) {
 	}{
 		{name: "the plugin's spec", cdi: []string{name, "volcano-vgpu.io/limiter=uid-a_main"}, want: []string{mig},
 			write: func(t *testing.T, dir string) {
-				if _, err := (cdi.Specs{Dir: dir}).WriteMIG("uid-a", "main", minors, []cdi.MIGDevice{{UUID: mig, GI: 1}}); err != nil {
+				if _, err := (cdi.Specs{Dir: dir}).WriteMIG("uid-a", "main", minors, cdi.ContainerEdits{}, []cdi.MIGDevice{{UUID: mig, GI: 1}}); err != nil {
 					t.Fatal(err)
 				}
 			}},
 		{name: "no spec on the node", cdi: []string{name}},
 		{name: "another pod's spec only", cdi: []string{"volcano-vgpu.io/mig=uid-b_main_" + mig},
 			write: func(t *testing.T, dir string) {
-				if _, err := (cdi.Specs{Dir: dir}).WriteMIG("uid-a", "main", minors, []cdi.MIGDevice{{UUID: mig, GI: 1}}); err != nil {
+				if _, err := (cdi.Specs{Dir: dir}).WriteMIG("uid-a", "main", minors, cdi.ContainerEdits{}, []cdi.MIGDevice{{UUID: mig, GI: 1}}); err != nil {
 					t.Fatal(err)
 				}
 			}},

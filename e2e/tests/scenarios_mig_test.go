@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -260,7 +261,8 @@ func instanceOf(t *testing.T, ctx context.Context, node, uuid string, m api.MIGD
 // through the device plugin's own CDI spec in node's CDI directory, not the
 // NVIDIA toolkit's: the GPU's node (minor gpuMinor), the capability nodes of
 // one GPU instance and its compute instance 0 as the node's mig-minors
-// number them, nvidiactl and nvidia-uvm, and NVIDIA_VISIBLE_DEVICES.
+// number them, nvidiactl and nvidia-uvm, and NVIDIA_VISIBLE_DEVICES; and
+// the simulated toolkit spec's driver library mount at the spec's level.
 func checkMIGSpec(t *testing.T, node, podUID string, rec kubeletemu.ContainerRecord, mig string, gpuMinor int) {
 	t.Helper()
 	name := podUID + "_" + rec.Name + "_" + mig
@@ -274,6 +276,11 @@ func checkMIGSpec(t *testing.T, node, podUID string, rec kubeletemu.ContainerRec
 	}
 	if len(sp.Devices) != 1 || sp.Devices[0].Name != name || !slices.Equal(sp.Devices[0].ContainerEdits.Env, []string{"NVIDIA_VISIBLE_DEVICES=" + mig}) {
 		t.Fatalf("the MIG container's CDI spec %+v: want device %s with NVIDIA_VISIBLE_DEVICES=%s", sp, name, mig)
+	}
+	lib := cdi.Mount{HostPath: cluster.SimDriverLibrary, ContainerPath: cluster.SimDriverLibrary, Options: []string{"ro", "nosuid", "nodev", "bind"}}
+	if sp.ContainerEdits == nil || !slices.ContainsFunc(sp.ContainerEdits.Mounts, func(m cdi.Mount) bool { return cmp.Equal(m, lib) }) ||
+		slices.ContainsFunc(sp.ContainerEdits.Env, func(e string) bool { return strings.HasPrefix(e, "NVIDIA_VISIBLE_DEVICES=") }) {
+		t.Errorf("the MIG container's CDI spec-level edits %+v: want the toolkit spec's driver library %s and not its NVIDIA_VISIBLE_DEVICES", sp.ContainerEdits, cluster.SimDriverLibrary)
 	}
 	var got []string
 	for _, n := range sp.Devices[0].ContainerEdits.DeviceNodes {

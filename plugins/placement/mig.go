@@ -20,7 +20,9 @@ import (
 // the smallest instance that fits. When that profile has no free placement
 // left on a GPU, the next larger one is taken. The container's memory cap
 // is its ask when the profile has more (libvcuda caps it inside the
-// instance; the instance's SMs stay its own), else the profile's memory.
+// instance; the instance's SMs stay its own), else the profile's memory. A
+// named profile with less memory than the ask is refused
+// (CodeMIGProfileSmall), not capped.
 //
 // A placement is free when no booked instance (GPU.MIGHeld) holds its
 // slices and no instance the inventory lists overlaps it, except one of the
@@ -85,15 +87,18 @@ func (a *migCand) better(b *migCand, gpus []GPU, policy Policy) bool {
 // get, smallest first; code says why none.
 func (r *Request) migProfiles(c *Container, g *GPU, out []int) ([]int, Code) {
 	m := g.MIG
+	want := migWant(c, g)
 	if r.MIGProfile != "" {
 		for i := range m.Profiles {
 			if m.Profiles[i].Name == r.MIGProfile {
+				if want > m.Profiles[i].MemoryMiB {
+					return out, CodeMIGProfileSmall // refused, never capped at the profile's memory
+				}
 				return append(out, i), CodeOK
 			}
 		}
 		return out, CodeMIGProfile
 	}
-	want := migWant(c, g)
 	largest := -1
 	for i := range m.Profiles {
 		p := &m.Profiles[i]
@@ -314,7 +319,8 @@ func migCores(m *MIG, p *api.MIGProfile) int {
 // explainMIG records why container c gets no MIG instance: a reason per
 // GPU, then the node-level summary.
 func (f *Fitter) explainMIG(c *Container) {
-	inMode := 0
+	inMode, nSmall := 0, 0
+	small := Reason{Code: CodeMIGProfileSmall, Container: c.Name, Detail: f.req.MIGProfile, Have: -1}
 	for pos := range f.node.GPUs {
 		g := &f.node.GPUs[pos]
 		if g.mode() == api.ModeMIG {
@@ -329,13 +335,25 @@ func (f *Fitter) explainMIG(c *Container) {
 			if g.MIG != nil {
 				r.Detail = f.migAsk(c, g)
 			}
+		case CodeMIGProfileSmall:
+			r.Detail, r.Want = f.req.MIGProfile, migWant(c, g)
+			for _, p := range g.MIG.Profiles {
+				if p.Name == f.req.MIGProfile {
+					r.Have = p.MemoryMiB
+				}
+			}
+			nSmall++
+			small.Want, small.Have = max(small.Want, r.Want), max(small.Have, r.Have)
 		}
 		f.reasons = append(f.reasons, r)
 	}
 	node := Reason{Container: c.Name, Count: 1, Want: 1}
-	if inMode == 0 {
+	switch {
+	case inMode == 0:
 		node.Code, node.Have, node.Mode = CodeTooFewInMode, 0, api.ModeMIG
-	} else {
+	case nSmall == inMode:
+		node = small // the named profile is too small everywhere it is offered
+	default:
 		node.Code, node.Have, node.Detail = CodeMIGNoFit, int64(inMode), f.migAsk(c, nil)
 	}
 	f.reasons = append(f.reasons, node)

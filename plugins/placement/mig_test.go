@@ -69,8 +69,6 @@ func TestFitMIG(t *testing.T) {
 		// the cap inside the instance: the ask when the profile has more memory
 		{name: "4096 MiB on a named 1g.10gb: capped at the ask, not at the profile's 9856", node: migNode(1).Obj(), req: migReq(4096).MIGProfile("1g.10gb").Obj(),
 			want: []migAt{{0, "1g.10gb", 6, 2, "", 4096, 14}}},
-		{name: "an ask past a named profile's memory: capped at the profile's", node: migNode(1).Obj(), req: migReq(12000).MIGProfile("1g.10gb").Obj(),
-			want: []migAt{{0, "1g.10gb", 6, 2, "", 9856, 14}}}, // 9856 < 12000
 		{name: "an ask of exactly the profile's memory", node: migNode(1).Obj(), req: migReq(4864).Obj(),
 			want: []migAt{{0, "1g.5gb", 6, 1, "", 4864, 14}}},
 		{name: "a named profile larger than the memory asks", node: migNode(1).Obj(), req: migReq(1024).MIGProfile("4g.20gb").Obj(),
@@ -129,6 +127,10 @@ func TestFitMIG(t *testing.T) {
 			req: pt.Req().GPUs(1, 1024, 10).Obj(), wantCodes: []placement.Code{placement.CodeMIGOnly}},
 		{name: "a MIG ask on a node without MIG GPUs", node: pt.Node("n1").GPUs(2, a100x40, 40960).Obj(),
 			req: migReq(1024).Obj(), wantCodes: []placement.Code{placement.CodeTooFewInMode}},
+		{name: "an ask past a named profile's memory: refused, not capped", node: migNode(1).Obj(), req: migReq(12000).MIGProfile("1g.10gb").Obj(),
+			wantCodes: []placement.Code{placement.CodeMIGProfileSmall}}, // 9856 < 12000
+		{name: "a named profile too small, the other MIG GPU unhealthy: the node-level reason stays no fit", node: migNode(2).Unhealthy(1).Obj(),
+			req: migReq(12000).MIGProfile("1g.10gb").Obj(), wantCodes: []placement.Code{placement.CodeMIGNoFit}},
 		{name: "a named profile no GPU has", node: migNode(1).Obj(), req: migReq(1024).MIGProfile("1g.12gb").Obj(),
 			wantCodes: []placement.Code{placement.CodeMIGNoFit}},
 		{name: "a MIG GPU without published profiles", node: pt.Node("n1").GPUs(1, a100x40, 40960).Mode(api.ModeMIG).Obj(),
@@ -175,6 +177,15 @@ func TestMIGReasons(t *testing.T) {
 				`container "c0": no MIG GPU with a free placement for an instance with 50000 MiB (1 GPU in mig mode)`,
 			},
 			wantShort: []string{`container "c0": no MIG GPU with a free placement for an instance with 50000 MiB`}},
+		{name: "a named profile smaller than the ask", node: pt.Node("n1").GPUs(2, a100x40, 40960).MIG(pt.MIGA100x40(), 0).Obj(),
+			req: migReq(12000).MIGProfile("1g.10gb").Obj(), // 1g.10gb: 9856 MiB on an A100-40GB
+			want: []string{
+				`GPU-n1-0 (NVIDIA A100-SXM4-40GB): its 1g.10gb MIG profile has 9856 MiB, less than the 12000 MiB container "c0" asks`,
+				`GPU-n1-1 (NVIDIA A100-SXM4-40GB): in time-sliced (hami-core) mode, not the one volcano.sh/vgpu-mode asks`,
+				`container "c0": the 1g.10gb MIG profile has 9856 MiB, container "c0" asks 12000 MiB: name a larger profile (volcano-vgpu.io/mig-profile) or ask at most 9856 MiB`,
+			},
+			// the profile's memory stays in the short text: the same on every node of that model
+			wantShort: []string{`container "c0": the 1g.10gb MIG profile has 9856 MiB, container "c0" asks 12000 MiB: name a larger profile (volcano-vgpu.io/mig-profile) or ask at most 9856 MiB`}},
 		{name: "a fractional ask on MIG GPUs", node: pt.Node("n1").GPUs(1, a100x40, 40960).MIG(pt.MIGA100x40()).Obj(),
 			req: pt.Req().GPUs(1, 1024, 10).Obj(),
 			want: []string{

@@ -81,34 +81,41 @@ const (
 	// Node level: no MIG GPU has a free instance for the ask (Detail: what
 	// it asks; Have: MIG GPUs on the node).
 	CodeMIGNoFit
+	// GPU level: the MIG profile the task names has less memory than the
+	// container asks (Detail: the profile, Have: its MiB, Want: MiB asked);
+	// node level: so on every MIG GPU (Have: the largest such profile's MiB).
+	// Never capped at the profile's memory: the task asks a larger profile
+	// or less memory.
+	CodeMIGProfileSmall
 )
 
 var codeErrs = [...]error{
-	CodeOK:             nil,
-	CodeInvalidRequest: ErrInvalidRequest,
-	CodeStale:          ErrStale,
-	CodeNoGPUs:         ErrTooFewGPUs,
-	CodeTooManyGPUs:    ErrTooFewGPUs,
-	CodeTooFewHealthy:  ErrTooFewGPUs,
-	CodeTooFewMatching: ErrFiltered,
-	CodeTooFewFit:      ErrTooFewGPUs,
-	CodeTopology:       ErrTopology,
-	CodeUnhealthy:      ErrUnhealthy,
-	CodeTypeFiltered:   ErrFiltered,
-	CodeUUIDFiltered:   ErrFiltered,
-	CodeExclusiveHeld:  ErrExclusive,
-	CodeSharesFull:     ErrSharesFull,
-	CodeShared:         ErrExclusive,
-	CodeMemory:         ErrMemory,
-	CodeCores:          ErrCores,
-	CodeModeMismatch:   ErrMode,
-	CodeTooFewInMode:   ErrMode,
-	CodeGroupShared:    ErrGroupShared,
-	CodeMPSOneGPU:      ErrMode,
-	CodeMIGOnly:        ErrMode,
-	CodeMIGProfile:     ErrMIG,
-	CodeMIGNoPlacement: ErrMIG,
-	CodeMIGNoFit:       ErrMIG,
+	CodeOK:              nil,
+	CodeInvalidRequest:  ErrInvalidRequest,
+	CodeStale:           ErrStale,
+	CodeNoGPUs:          ErrTooFewGPUs,
+	CodeTooManyGPUs:     ErrTooFewGPUs,
+	CodeTooFewHealthy:   ErrTooFewGPUs,
+	CodeTooFewMatching:  ErrFiltered,
+	CodeTooFewFit:       ErrTooFewGPUs,
+	CodeTopology:        ErrTopology,
+	CodeUnhealthy:       ErrUnhealthy,
+	CodeTypeFiltered:    ErrFiltered,
+	CodeUUIDFiltered:    ErrFiltered,
+	CodeExclusiveHeld:   ErrExclusive,
+	CodeSharesFull:      ErrSharesFull,
+	CodeShared:          ErrExclusive,
+	CodeMemory:          ErrMemory,
+	CodeCores:           ErrCores,
+	CodeModeMismatch:    ErrMode,
+	CodeTooFewInMode:    ErrMode,
+	CodeGroupShared:     ErrGroupShared,
+	CodeMPSOneGPU:       ErrMode,
+	CodeMIGOnly:         ErrMode,
+	CodeMIGProfile:      ErrMIG,
+	CodeMIGNoPlacement:  ErrMIG,
+	CodeMIGNoFit:        ErrMIG,
+	CodeMIGProfileSmall: ErrMIG,
 }
 
 // Reason is one typed, human-readable cause of a failed Fit. Fit returns the
@@ -161,7 +168,11 @@ func (r Reason) Short() string {
 // ShortKey is r without its per-node detail: reasons with equal keys have
 // the same Short text.
 func (r Reason) ShortKey() Reason {
+	have := r.Have
 	r.Best, r.Have, r.Match = "", -1, min(r.Match, 1)
+	if r.Code == CodeMIGProfileSmall {
+		r.Have = have // the profile's memory: the same on every node with that model
+	}
 	return r
 }
 
@@ -196,6 +207,8 @@ func (r Reason) gpuText() string {
 		return fmt.Sprintf("no MIG profile gives %s", r.Detail)
 	case CodeMIGNoPlacement:
 		return fmt.Sprintf("no free placement for %s (its memory slices are held by other instances)", r.Detail)
+	case CodeMIGProfileSmall:
+		return fmt.Sprintf("its %s MIG profile has %d MiB, less than the %d MiB %s asks", r.Detail, r.Have, r.Want, r.asker())
 	case CodeExclusiveHeld:
 		return "held exclusively by another task"
 	case CodeSharesFull:
@@ -305,6 +318,9 @@ func (r Reason) nodeBody() string {
 			return fmt.Sprintf("no MIG GPU with a free placement for %s", r.Detail)
 		}
 		return fmt.Sprintf("no MIG GPU with a free placement for %s (%s in %s mode)", r.Detail, plural(r.Have, "GPU"), api.ModeMIG)
+	case CodeMIGProfileSmall:
+		return fmt.Sprintf("the %s MIG profile has %d MiB, %s asks %d MiB: name a larger profile (%s) or ask at most %d MiB",
+			r.Detail, r.Have, r.asker(), r.Want, api.MIGProfileKey, r.Have)
 	case CodeUnhealthy, CodeTypeFiltered, CodeUUIDFiltered, CodeModeMismatch, CodeMIGProfile, CodeMIGNoPlacement:
 		return r.gpuText()
 	}

@@ -1,6 +1,7 @@
 package vgpu
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -68,4 +69,27 @@ func TestSessionMIGBesideFractions(t *testing.T) {
 			})
 		})
 	}
+}
+
+func TestSessionMIGProfileSmallerThanAsk(t *testing.T) {
+	// 1g.10gb has 9856 MiB on an A100-40GB; the pod asks 12000 MiB: refused
+	// with the profile, its memory, the ask and the fix, never capped.
+	p := newPod("ns", "p").group("pg").gpus(1, 12000, 0).annotate(api.MIGProfileKey, "1g.10gb").obj()
+	runSession(t, sessionCase{
+		TestCommonStruct: uthelper.TestCommonStruct{
+			Name:  "a named MIG profile smaller than the ask",
+			Nodes: []*corev1.Node{newGPUNode("mixed", "NVIDIA A100-SXM4-40GB", 2, 40960).mig(0).obj(t)},
+			Pods:  []*corev1.Pod{p}, PodGroups: []*schedulingv1beta1.PodGroup{podGroup("pg", 1)},
+			ExpectBindMap: map[string]string{}, ExpectBindsNum: 0,
+		},
+		check: func(t *testing.T, r *sessionRun) {
+			if _, ok := assignments(t, r, "ns")["p"]; ok {
+				t.Fatal("the pod was assigned an instance smaller than its ask")
+			}
+			want := "the 1g.10gb MIG profile has 9856 MiB, container \"main\" asks 12000 MiB: name a larger profile (volcano-vgpu.io/mig-profile) or ask at most 9856 MiB"
+			if msg := fitError(t, r.ssn, p); !strings.Contains(msg, want) {
+				t.Errorf("fit error = %q, want it to contain %q", msg, want)
+			}
+		},
+	})
 }
