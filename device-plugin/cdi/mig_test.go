@@ -1,7 +1,6 @@
 package cdi
 
 import (
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -98,14 +97,7 @@ func TestWriteMIG(t *testing.T) {
 	if u, ok := MIGUUIDOf(strings.TrimPrefix(names[0], MIGKind+"=")); !ok || u != mig {
 		t.Errorf("MIGUUIDOf = %q, %t; want %s", u, ok, mig)
 	}
-	b, err := os.ReadFile(filepath.Join(s.Dir, "volcano-vgpu.io-mig_uid-1_main.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var raw map[string]any
-	if err := json.Unmarshal(b, &raw); err != nil {
-		t.Fatal(err)
-	}
+	raw := readSpecJSON(t, filepath.Join(s.Dir, "volcano-vgpu.io-mig_uid-1_main.json"))
 	node := func(p string) any { return map[string]any{"path": p} }
 	want := map[string]any{
 		"cdiVersion": "0.5.0", "kind": "volcano-vgpu.io/mig",

@@ -21,14 +21,7 @@ func TestWriteLimiter(t *testing.T) {
 	if name != "volcano-vgpu.io/limiter=uid-1_main" {
 		t.Errorf("name = %q", name)
 	}
-	b, err := os.ReadFile(filepath.Join(s.Dir, "volcano-vgpu.io-limiter_uid-1_main.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var raw map[string]any
-	if err := json.Unmarshal(b, &raw); err != nil {
-		t.Fatal(err)
-	}
+	raw := readSpecJSON(t, filepath.Join(s.Dir, "volcano-vgpu.io-limiter_uid-1_main.json"))
 	want := map[string]any{
 		"cdiVersion": "0.5.0", "kind": "volcano-vgpu.io/limiter",
 		"devices": []any{map[string]any{"name": "uid-1_main", "containerEdits": map[string]any{"hooks": []any{
@@ -82,4 +75,18 @@ func TestWriteLimiterRefuses(t *testing.T) {
 	if err := s.Remove("*"); err == nil {
 		t.Error("Remove(*) accepted a pattern")
 	}
+}
+
+// readSpecJSON reads a written spec file as plain JSON (what a runtime parses).
+func readSpecJSON(t *testing.T, path string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	return raw
 }

@@ -1,7 +1,6 @@
 package cdi
 
 import (
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -145,14 +144,7 @@ func TestWriteMIGWithDriverEdits(t *testing.T) {
 	if _, err := s.WriteMIG("uid-1", "main", m, driver, []MIGDevice{{UUID: mig, GPUMinor: 0, GI: 1, CI: 0}}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(s.Dir, "volcano-vgpu.io-mig_uid-1_main.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var raw map[string]any
-	if err := json.Unmarshal(b, &raw); err != nil {
-		t.Fatal(err)
-	}
+	raw := readSpecJSON(t, filepath.Join(s.Dir, "volcano-vgpu.io-mig_uid-1_main.json"))
 	want := map[string]any{
 		"env": []any{"NVIDIA_CTK_LIBCUDA_DIR=/usr/lib/x86_64-linux-gnu"},
 		// nvidiactl and nvidia-uvm are the device's own already
