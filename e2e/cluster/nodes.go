@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/sim/simconfig"
 )
@@ -66,8 +67,32 @@ func NodeObject(n simconfig.Node) *corev1.Node {
 	}
 }
 
-// ensureNodes creates the simulated nodes that do not exist yet.
+// ensureNodes creates the simulated nodes that do not exist yet and deletes
+// simulated nodes the cluster file does not name: a cluster reused after a
+// run with a larger file (its etcd is kept) would otherwise keep the other
+// file's nodes, Ready under kwok, in every setup's capacity.
 func (cl *Cluster) ensureNodes(ctx context.Context) error {
+	want := make(map[string]bool, len(cl.Nodes))
+	for _, n := range cl.Nodes {
+		want[n.Name] = true
+	}
+	l, err := cl.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: LabelSimulated + "=true"})
+	if err != nil {
+		return fmt.Errorf("list simulated nodes: %w", err)
+	}
+	stale := 0
+	for _, n := range l.Items {
+		if want[n.Name] {
+			continue
+		}
+		if err := cl.Client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete node %s, which %s does not name: %w", n.Name, cl.Config.SimFile, err)
+		}
+		stale++
+	}
+	if stale > 0 {
+		klog.FromContext(ctx).Info("Deleted simulated nodes the cluster file does not name", "nodes", stale, "file", cl.Config.SimFile)
+	}
 	for _, n := range cl.Nodes {
 		_, err := cl.Client.CoreV1().Nodes().Create(ctx, NodeObject(n), metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
