@@ -11,7 +11,8 @@ v1.14.1's own ` + "`deviceshare`" + ` (` + "`deviceshare.VGPUEnable`" + `), and 
 request (Volcano's own ceiling on this machine). Medians of {{.Runs}} run(s) per setup, {{.Date}}.
 Runs of this benchmark: [200 nodes, a trace that fits](benchmarks.md); [an oversubscribed trace against an
 offline reference packing](benchmarks-packing.md); [1000 nodes × 8 GPUs](benchmarks-1000.md); [three runs in a
-row under load, and vc-scheduler's CPU profile](benchmarks-profile.md).
+row under load, and vc-scheduler's CPU profile](benchmarks-profile.md); [1000 nodes against Volcano's own
+rate, and where 5000 nodes break](benchmarks-scale.md).
 {{with .Headline}}
 {{range .}}- {{.}}
 {{end}}{{end}}
