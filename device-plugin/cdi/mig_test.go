@@ -45,14 +45,8 @@ func TestMIGMinorsNodes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nodes, err := m.Nodes(tc.dev)
-			if tc.err != "" {
-				if !errors.Is(err, ErrNoMIGMinors) || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("Nodes = %v, want ErrNoMIGMinors saying %q", err, tc.err)
-				}
+			if checkErr(t, "Nodes", err, ErrNoMIGMinors, tc.err) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			var got []string
 			for _, n := range nodes {

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -89,4 +90,21 @@ func readSpecJSON(t *testing.T, path string) map[string]any {
 		t.Fatal(err)
 	}
 	return raw
+}
+
+// checkErr fails the test unless err is what the case wants: with want
+// set, an error wrapping sentinel whose text contains want (it returns
+// true: nothing more to check); with want empty, no error.
+func checkErr(t *testing.T, call string, err, sentinel error, want string) bool {
+	t.Helper()
+	if want != "" {
+		if !errors.Is(err, sentinel) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s = %v, want %v saying %q", call, err, sentinel, want)
+		}
+		return true
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", call, err)
+	}
+	return false
 }

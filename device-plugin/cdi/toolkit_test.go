@@ -1,7 +1,6 @@
 package cdi
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,14 +107,8 @@ func TestToolkitEdits(t *testing.T) {
 				}
 			}
 			got, err := ToolkitEdits([]string{filepath.Join(root, "etc"), filepath.Join(root, "run")}, DefaultKind)
-			if tc.err != "" {
-				if !errors.Is(err, ErrToolkitSpec) || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("ToolkitEdits = %v, want ErrToolkitSpec saying %q", err, tc.err)
-				}
+			if checkErr(t, "ToolkitEdits", err, ErrToolkitSpec, tc.err) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			var files []string
 			for _, f := range got.Files {
