@@ -49,6 +49,8 @@ void vc_set_mode(int idx, uint32_t mode, double rate, uint64_t now)
 			 __ATOMIC_RELEASE);
 	__atomic_store_n(&rd->mode, mode, __ATOMIC_RELEASE);
 	rd->ctl.err_ns = 0;
+	rd->boot_hold = 0;
+	rd->ctl.settle = 0;
 }
 
 /* Advance refilled by rate x elapsed; whoever wins the timestamp race does it. */
@@ -104,8 +106,10 @@ CUresult vc_admit_slow(int idx, uint64_t c)
 			   (node == VC_NODE_NEVER && vcg.dev[idx].core >= 100)) {
 			raise_refilled(rd, c);
 			return CUDA_SUCCESS;
-		} else if (mode == VC_MODE_BOOT) {
-			/* no cost estimate yet: a few launches per sample period, doubling */
+		} else if (mode == VC_MODE_BOOT &&
+			   vc_bits2d(__atomic_load_n(&rd->rate_bits, __ATOMIC_RELAXED)) <= 0) {
+			/* no unit size yet: a few launches in the first sample period (then the
+			 * sampler paces BOOT at a rate in units, sampler.c) */
 			if (__atomic_fetch_add(&rd->boot_used, 1, __ATOMIC_ACQ_REL) <
 			    __atomic_load_n(&rd->boot_budget, __ATOMIC_ACQUIRE)) {
 				raise_refilled(rd, c);

@@ -12,8 +12,8 @@
  *   err   += (target - u) * P       integral of the error, in GPU ns (clamped; a shortfall
  *                                   counts only if launches actually had to wait)
  *   rate   = (target + GAIN * err / P) / khat     cost units per ns
- * Before the first estimate (BOOT) launches are admitted a few per period, doubling while the
- * GPU shows nothing.
+ * Before the first estimate (BOOT) launches are admitted a few per period, doubling until the
+ * GPU shows work, then held steady while the cost is learned (boot()).
  */
 #include <stdio.h>
 #include <unistd.h>
@@ -26,6 +26,10 @@
 #define VC_GAIN 0.25
 #define VC_IDLE_OTHERS 0.005 /* others' share under which the GPU counts as idle */
 #define VC_MIN_PERIOD_NS 10000000ull /* a utilization period shorter than this is left out */
+#define VC_BOOT_SEEN 0.2  /* the ramp ends here (or at half the target): whole-percent samples
+                            * read within 2.5% of the cost */
+#define VC_BOOT_HOLD 3    /* held periods: the first is dropped, the cost learned on the rest */
+#define VC_SETTLE 2       /* samples left out after BOOT ends: a window longer than a period, late */
 
 static int elect(struct vc_region_dev *rd, int me, uint64_t now)
 {
@@ -42,6 +46,64 @@ static int elect(struct vc_region_dev *rd, int me, uint64_t now)
 	return 1;
 }
 
+static void forget_history(struct vc_ctl *ctl)
+{
+	for (int i = 0; i < VC_HIST; i++)
+		ctl->hist_busy[i] = ctl->hist_units[i] = 0;
+	ctl->hist_i = 0;
+	ctl->khat = 0;
+}
+
+/* BOOT, once per sample period. The first period admits a few launches; from then on BOOT
+ * is paced like LIMITED, at a rate in cost units (the first period's units spread over it),
+ * doubling while launches wait and the GPU shows less than VC_BOOT_SEEN (or half the
+ * target); then the rate is held for VC_BOOT_HOLD periods and the cost learned from those
+ * only. Samples average a window longer than a period and lag the launches: a cost learned
+ * on the ramp, or from launches admitted in a burst per period, read 52-78 ns per unit
+ * against 125 (fake driver), and the first limited rate ran the GPU at 100% for a 90%
+ * target; the loop took 2.5 s to settle. */
+static void boot(int idx, double u, double s, int throttled, uint64_t now)
+{
+	struct vc_region_dev *rd = &vcg.region->dev[idx];
+	struct vc_ctl *ctl = &rd->ctl;
+	double P = (double)ctl->period_ns;
+	double rate = vc_bits2d(__atomic_load_n(&rd->rate_bits, __ATOMIC_RELAXED));
+	if (rate <= 0) {
+		double units = ctl->hist_units[(ctl->hist_i + VC_HIST - 1) % VC_HIST];
+		if (units > 0 && P > 0) {
+			vc_set_mode(idx, VC_MODE_BOOT, units / P, now);
+		} else {
+			uint32_t b = __atomic_load_n(&rd->boot_budget, __ATOMIC_RELAXED);
+			__atomic_store_n(&rd->boot_budget, b < (1u << 20) ? b * 2 : b,
+					 __ATOMIC_RELAXED);
+			__atomic_store_n(&rd->boot_used, 0, __ATOMIC_RELEASE);
+		}
+		ctl->khat = 0;
+		return;
+	}
+	if (rd->boot_hold == 0) {
+		double seen = s / 2 < VC_BOOT_SEEN ? s / 2 : VC_BOOT_SEEN;
+		if (u >= seen) {
+			rd->boot_hold = 1; /* hold from here; this period's sample still ramps */
+			forget_history(ctl);
+		} else {
+			if (throttled && rate < 1e6)
+				__atomic_store_n(&rd->rate_bits, vc_d2bits(rate * 2), __ATOMIC_RELEASE);
+			ctl->khat = 0;
+		}
+		return;
+	}
+	if (++rd->boot_hold == 2) /* the first held period's sample still covers the ramp */
+		forget_history(ctl);
+	if (rd->boot_hold > VC_BOOT_HOLD && ctl->khat > 0) {
+		vc_set_mode(idx, VC_MODE_LIMITED, s / ctl->khat, now);
+		/* a step of up to 20x: the samples that still average the boot rate would read a
+		 * shortfall, wind the integral up and lower the cost (the GPU then ran at 100%
+		 * for a 90% target, 0.8 s) */
+		ctl->settle = VC_SETTLE;
+	}
+}
+
 void vc_ctl_update(int idx, double u, double u_other, uint64_t period_ns)
 {
 	struct vc_region_dev *rd = &vcg.region->dev[idx];
@@ -54,6 +116,13 @@ void vc_ctl_update(int idx, double u, double u_other, uint64_t period_ns)
 	int throttled = waits != ctl->waits_last ||
 			__atomic_load_n(&rd->wait_until_ns, __ATOMIC_RELAXED) + period_ns / 2 > now;
 	ctl->waits_last = waits;
+	if (ctl->settle > 0) { /* neither cost nor error: the sample is of the old rate */
+		ctl->settle--;
+		ctl->c_last = c;
+		if (vcg.debug)
+			fprintf(stderr, "vcuda-debug: dev %d u %.3f left out (settling)\n", idx, u);
+		return;
+	}
 	ctl->hist_busy[ctl->hist_i % VC_HIST] = u * P;
 	ctl->hist_units[ctl->hist_i % VC_HIST] = (double)(c - ctl->c_last);
 	ctl->hist_i++;
@@ -87,14 +156,7 @@ void vc_ctl_update(int idx, double u, double u_other, uint64_t period_ns)
 		}
 	}
 	if (mode == VC_MODE_BOOT) {
-		if (ctl->khat > 0) {
-			vc_set_mode(idx, VC_MODE_LIMITED, s / ctl->khat, now);
-		} else {
-			uint32_t b = __atomic_load_n(&rd->boot_budget, __ATOMIC_RELAXED);
-			__atomic_store_n(&rd->boot_budget, b < (1u << 20) ? b * 2 : b,
-					 __ATOMIC_RELAXED);
-			__atomic_store_n(&rd->boot_used, 0, __ATOMIC_RELEASE);
-		}
+		boot(idx, u, s, throttled, now);
 		return;
 	}
 	if (mode != VC_MODE_LIMITED || ctl->khat <= 0)
@@ -172,14 +234,13 @@ static void poll_dev(int idx, uint64_t now)
 	double u;
 	uint64_t period;
 	/* a period much shorter than the device's sample period (a sample stamped just after
-	 * the last one) says little: its busy time and units are left out together (one such
-	 * read 0.015 ns per unit against a true 125, and the local rate ran the GPU free) */
-	if (!device_busy(idx, now, &u, &period))
+	 * the last one) says little: its busy time is left out and its units go to the next
+	 * period (one such read 0.015 ns per unit against a true 125, and the local rate ran the
+	 * GPU free). Leaving its units out too dropped all launched since the last period when
+	 * the fake driver's samples were re-read 1 us later (wall-clock stamps): the cost read
+	 * 148 ns per unit against 125 and a 90% container fell to 79%, then ran at 99% */
+	if (!device_busy(idx, now, &u, &period) || period < VC_MIN_PERIOD_NS)
 		return;
-	if (period < VC_MIN_PERIOD_NS) {
-		vcg.region->dev[idx].ctl.c_last = vc_launched(idx);
-		return;
-	}
 	vcg.region->dev[idx].ctl.period_ns = period;
 	/* others unknown: balance must not burst on a guess */
 	vc_ctl_update(idx, u > 1 ? 1 : u, 1.0, period);

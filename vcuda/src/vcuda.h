@@ -94,7 +94,7 @@ struct vc_ctl { /* local controller state; only the elected sampler touches it *
 	double err_ns, khat;
 	double hist_busy[VC_HIST], hist_units[VC_HIST];
 	uint32_t hist_i;
-	uint32_t pad;
+	uint32_t settle; /* next samples left out: they still cover the rate before a switch */
 };
 
 struct vc_region_dev {
@@ -104,7 +104,8 @@ struct vc_region_dev {
 	uint64_t refill_ns; /* when refilled was last advanced (atomic) */
 	uint64_t rate_bits; /* double, cost units per ns (atomic) */
 	uint64_t wait_until_ns; /* a waiting launch sleeps until then (atomic) */
-	uint32_t mode, boot_budget, boot_used, pad2;
+	uint32_t mode, boot_budget, boot_used;
+	uint32_t boot_hold; /* BOOT: sample periods the boot rate has been held (the sampler's) */
 	int32_t sampler_pid, pad3;
 	uint64_t sampler_beat_ns;
 	struct vc_ctl ctl;

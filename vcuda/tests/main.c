@@ -18,7 +18,7 @@ int t_harness_take_failure(char *why, size_t n);
 	X(mem_stress_8proc_16thr) X(routing_dlsym) X(routing_get_proc_address)                  \
 	X(compute_none_policy_full_gpu) X(compute_accuracy_1proc_small)                         \
 	X(compute_accuracy_1proc_large) X(compute_accuracy_4proc_small)                         \
-	X(compute_accuracy_4proc_large) X(compute_launch_variants) X(compute_two_containers_1_9) \
+	X(compute_accuracy_4proc_large) X(compute_local_start_no_overshoot) X(compute_launch_variants) X(compute_two_containers_1_9) \
 	X(compute_balance_bursts_and_gives_back) X(compute_pid_namespace_fallback)           \
 	X(node_allowance_obeyed) X(node_unlimited) X(node_stale_holds_fallback)               \
 	X(node_rules_over_local_rate)                                                          \
