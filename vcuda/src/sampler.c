@@ -12,8 +12,9 @@
  *   err   += (target - u) * P       integral of the error, in GPU ns (clamped; a shortfall
  *                                   counts only if launches actually had to wait)
  *   rate   = (target + GAIN * err / P) / khat     cost units per ns
- * Before the first estimate (BOOT) launches are admitted a few per period, doubling until the
- * GPU shows work, then held steady while the cost is learned (boot()).
+ * Before the first estimate (BOOT) the first period admits a few launches; then launches are
+ * paced at a rate in units, doubled until the GPU shows work and held while the cost is
+ * learned (boot()).
  */
 #include <stdio.h>
 #include <unistd.h>
