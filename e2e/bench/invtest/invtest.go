@@ -42,13 +42,23 @@ func (b *Builder) NVLink(i, j, n int) *Builder {
 	return b
 }
 
+// PCIe sets the PCIe level between GPUs i and j.
+func (b *Builder) PCIe(i, j int, level api.PCIeLevel) *Builder {
+	b.inv.PCIe[i][j], b.inv.PCIe[j][i] = level, level
+	return b
+}
+
 // NVSwitch links every pair with n NVLinks.
 func (b *Builder) NVSwitch(n int) *Builder {
 	return b.eachPair(func(i, j int) { b.inv.NVLinks[i][j] = n })
 }
 
-// Split puts GPUs from first on on another NUMA node.
+// Split puts GPUs from first on on another NUMA node (their NUMA field,
+// and PCIe "system" to the GPUs before first).
 func (b *Builder) Split(first int) *Builder {
+	for i := first; i < len(b.inv.GPUs); i++ {
+		b.inv.GPUs[i].NUMA = 1
+	}
 	return b.eachPair(func(i, j int) {
 		if (i < first) != (j < first) {
 			b.inv.PCIe[i][j] = api.PCIeSystem

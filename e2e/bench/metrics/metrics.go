@@ -102,23 +102,38 @@ func Pack(nodes map[string]api.Inventory, pods []Pod) Packing {
 	return p
 }
 
-// quality ranks a GPU set: more NVLinks over all pairs first, then the
-// shorter PCIe distance over all pairs.
-type quality struct{ nvlinks, pcie int }
+// quality ranks a GPU set by the paths its peer traffic takes: more NVLinks
+// over all pairs first, then the shorter PCIe distance over the pairs that
+// have no NVLink (an NVLinked pair's traffic does not cross PCIe, so on an
+// NVSwitch board every set ties here), then fewer NUMA nodes spanned.
+type quality struct{ nvlinks, pcie, numa int }
 
 func (q quality) better(o quality) bool {
-	return q.nvlinks > o.nvlinks || (q.nvlinks == o.nvlinks && q.pcie < o.pcie)
+	if q.nvlinks != o.nvlinks {
+		return q.nvlinks > o.nvlinks
+	}
+	if q.pcie != o.pcie {
+		return q.pcie < o.pcie
+	}
+	return q.numa < o.numa
 }
 
 func qualityOf(inv api.Inventory, pos []int) quality {
 	var q quality
+	var numa []int
 	for a := range pos {
+		if n := inv.GPUs[pos[a]].NUMA; !slices.Contains(numa, n) {
+			numa = append(numa, n)
+		}
 		for b := a + 1; b < len(pos); b++ {
 			l := inv.Link(pos[a], pos[b])
 			q.nvlinks += l.NVLinks
-			q.pcie += int(l.PCIe)
+			if l.NVLinks == 0 {
+				q.pcie += int(l.PCIe)
+			}
 		}
 	}
+	q.numa = len(numa)
 	return q
 }
 

@@ -85,7 +85,8 @@ Transient failures met while creating (each retried with backoff, so the run cou
   for vgpu, ` + "`volcano.sh/vgpu-ids-new`" + ` for deviceshare.
 - **best-connected set**: a multi-GPU container counts when no other set of as many GPUs on its node,
   among its own and those still able to take it at the end of the run, has more NVLinks over all pairs,
-  or as many and a shorter PCIe distance (the link matrix each node's device plugin publishes).
+  or as many and a shorter PCIe distance over the pairs without NVLink, or as good links and fewer NUMA
+  nodes (the link matrix and NUMA nodes each node's device plugin publishes).
 
 ## Why deviceshare binds so little here
 
