@@ -250,10 +250,10 @@ func (c Config) controlPlane(cr credentials, wt webhookTLS) []component {
 			port: p.ControllerHealthz, ready: httpOK("http://"+loop(p.ControllerHealthz)+"/healthz", "", "ok"), wait: 60 * time.Second,
 		},
 		{
-			proc: proc{name: SchedulerName, env: c.SchedulerEnv, args: append(slices.Clone(c.SchedulerWrapper), c.bin("vc-scheduler"), kubeconfig,
+			proc: proc{name: SchedulerName, env: c.SchedulerEnv, args: append(append(slices.Clone(c.SchedulerWrapper), c.bin("vc-scheduler"), kubeconfig,
 				"--scheduler-conf="+c.SchedulerConf, "--leader-elect=false",
 				"--listen-address="+loop(p.SchedulerMetrics), "--enable-metrics",
-				"--enable-healthz", "--healthz-address="+loop(p.SchedulerHealthz), "--enable-pprof="+strconv.FormatBool(c.SchedulerPprof))},
+				"--enable-healthz", "--healthz-address="+loop(p.SchedulerHealthz), "--enable-pprof="+strconv.FormatBool(c.SchedulerPprof)), c.SchedulerArgs...)},
 			port: p.SchedulerHealthz, ready: httpOK("http://"+loop(p.SchedulerHealthz)+"/healthz", "", "ok"), wait: 60 * time.Second,
 		},
 		{

@@ -90,6 +90,9 @@ type Config struct {
 	SchedulerWrapper []string
 	// SchedulerEnv is added to vc-scheduler's environment ("KEY=value").
 	SchedulerEnv []string
+	// SchedulerArgs are appended to vc-scheduler's flags (e2e/bench:
+	// --percentage-nodes-to-find).
+	SchedulerArgs []string
 	// SchedulerPprof serves vc-scheduler's pprof endpoints
 	// (/debug/pprof/) beside its metrics, on 127.0.0.1.
 	SchedulerPprof bool

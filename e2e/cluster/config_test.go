@@ -128,6 +128,7 @@ func TestSchedulerWrapperAndEnv(t *testing.T) {
 	cfg.SchedulerConf = "/conf"
 	cfg.SchedulerWrapper = []string{filepath.Join(cfg.BinDir, "wrapper"), "--flag", "--"}
 	cfg.SchedulerEnv = []string{"KUBERNETES_SERVICE_HOST=127.0.0.1"}
+	cfg.SchedulerArgs = []string{"--percentage-nodes-to-find=10"}
 	for _, comp := range cfg.controlPlane(credentials{}, webhookTLS{}) {
 		if comp.name != SchedulerName {
 			continue
@@ -138,6 +139,9 @@ func TestSchedulerWrapperAndEnv(t *testing.T) {
 		}
 		if !strings.Contains(strings.Join(comp.args, " "), "--scheduler-conf=/conf") {
 			t.Errorf("args %v lack the scheduler conf", comp.args)
+		}
+		if got := comp.args[len(comp.args)-1]; got != "--percentage-nodes-to-find=10" {
+			t.Errorf("last arg %q, want the extra scheduler flag", got)
 		}
 		if diff := cmp.Diff(cfg.SchedulerEnv, comp.env); diff != "" {
 			t.Errorf("env (-want +got):\n%s", diff)

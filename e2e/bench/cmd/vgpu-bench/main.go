@@ -64,6 +64,8 @@ type flags struct {
 	qps      float64
 	profile  time.Duration
 	backlog  bool
+	// nodesToFind: vc-scheduler's --percentage-nodes-to-find (0: not set)
+	nodesToFind int
 }
 
 func main() {
@@ -105,6 +107,7 @@ func main() {
 	flag.StringVar(&f.from, "from", "", "render the report from this results.json instead of running")
 	flag.Float64Var(&f.load, "load", 0, "scale the trace until it asks this share of the cluster's GPU memory and GPUs (1.3: oversubscribed by 30%); 0 keeps the fixed default mix")
 	flag.IntVar(&f.group, "group", defaultGroup, "nodes per simulated device plugin process (0: "+cluster.EnvDevicePluginGroup+" or one process per node)")
+	flag.IntVar(&f.nodesToFind, "percentage-nodes-to-find", 0, "vc-scheduler's --percentage-nodes-to-find: the share of nodes (1-100) whose feasible ones it scores per task; 0 keeps Volcano's adaptive default (50% less 1 point per 125 nodes, at least 5% and 100 nodes)")
 	flag.BoolVar(&f.ref, "reference", true, "pack the trace offline too (e2e/bench/reference) and compare")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -136,6 +139,12 @@ func run(ctx context.Context, f flags) (err error) {
 	cfg.DevicePluginHAMi = true
 	cfg.NoDevicePluginMetrics = true // never read here; a thousand nodes would take a thousand ports
 	cfg.SchedulerPprof = f.profile > 0
+	if f.nodesToFind < 0 || f.nodesToFind > 100 {
+		return fmt.Errorf("-percentage-nodes-to-find %d: expected 1 to 100, or 0 for Volcano's adaptive default", f.nodesToFind)
+	}
+	if f.nodesToFind > 0 {
+		cfg.SchedulerArgs = []string{fmt.Sprintf("--percentage-nodes-to-find=%d", f.nodesToFind)}
+	}
 	if f.group > 0 {
 		cfg.DevicePluginGroup = f.group
 	}
