@@ -6,6 +6,8 @@ go 1.24.0
 
 require (
 	github.com/google/go-cmp v0.7.0
+	github.com/google/pprof v0.0.0-20241029153458-d1b30febd7db
+	github.com/prometheus/common v0.64.0
 	github.com/volcano-vgpu/volcano-vgpu v0.0.0-00010101000000-000000000000
 	golang.org/x/net v0.41.0
 	gonum.org/v1/plot v0.14.0
@@ -47,7 +49,6 @@ require (
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	github.com/prometheus/client_golang v1.22.0 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
-	github.com/prometheus/common v0.64.0 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect
 	github.com/spf13/pflag v1.0.6 // indirect
 	github.com/x448/float16 v0.8.4 // indirect

@@ -95,6 +95,16 @@ type Row struct {
 	MultiGPU            float64
 	Unknown             float64
 	MemoryMiB           float64 // GPU memory placed
+	// Sessions: scheduling sessions per run (0: not counted);
+	// CPUPerSessionMs and CPUPerPodMs divide each run's scheduler CPU.
+	Sessions        float64
+	CPUPerSessionMs float64
+	CPUPerPodMs     float64
+	// OwnCPUShare: this repository's code's share of the scheduler's
+	// profiled CPU (0: no profile, or none of it ran).
+	OwnCPUShare float64
+	// CPU beside the scheduler during the run, on the same cores here.
+	NodeAgentCPUSeconds, APIServerCPUSeconds float64
 }
 
 // Summarize returns one row per setup with a measured run, in the order
@@ -146,6 +156,22 @@ func Summarize(results []runner.Result) []Row {
 		row.MultiGPU = med(func(r runner.Result) float64 { return float64(r.Packing.MultiGPU) })
 		row.Unknown = med(func(r runner.Result) float64 { return float64(r.Packing.Unknown) })
 		row.MemoryMiB = med(func(r runner.Result) float64 { return float64(r.Packing.MemoryMiB) })
+		row.Sessions = med(func(r runner.Result) float64 { return float64(r.Sessions) })
+		row.CPUPerSessionMs = med(func(r runner.Result) float64 {
+			if r.Sessions == 0 {
+				return 0
+			}
+			return 1000 * r.SchedulerCPUSeconds / float64(r.Sessions)
+		})
+		row.CPUPerPodMs = med(func(r runner.Result) float64 {
+			if r.Bound == 0 {
+				return 0
+			}
+			return 1000 * r.SchedulerCPUSeconds / float64(r.Bound)
+		})
+		row.OwnCPUShare = med(func(r runner.Result) float64 { return r.OwnCPUShare })
+		row.NodeAgentCPUSeconds = med(func(r runner.Result) float64 { return r.NodeAgentCPUSeconds })
+		row.APIServerCPUSeconds = med(func(r runner.Result) float64 { return r.APIServerCPUSeconds })
 		row.BestLinkedShare = med(func(r runner.Result) float64 {
 			if r.Packing.MultiGPU == 0 {
 				return 0
@@ -155,6 +181,16 @@ func Summarize(results []runner.Result) []Row {
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// costed reports whether any row has sessions counted or a profile read.
+func costed(rows []Row) bool {
+	for _, r := range rows {
+		if r.Sessions > 0 || r.OwnCPUShare > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Failures returns the runs that ended without a measurement.
@@ -281,6 +317,7 @@ func Markdown(in Input) (string, error) {
 		Packing  []PackingRow
 		Failures []runner.Result
 		Retried  []runner.Result
-	}{in, rows, Headline(rows), PackingRows(in.Results, in.Reference, in.Load.Capacity), Failures(in.Results), Retried(in.Results)})
+		Costed   bool // sessions or a profile were read: the cost table applies
+	}{in, rows, Headline(rows), PackingRows(in.Results, in.Reference, in.Load.Capacity), Failures(in.Results), Retried(in.Results), costed(rows)})
 	return b.String(), err
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -39,6 +40,43 @@ func sampleInput() Input {
 			result(VGPU, 2, 40, 12, 100, 1, good), result(Deviceshare, 2, 3, 90, 70, 0.5, bad), result(CPUOnly, 2, 55, 9, 100, 1, metrics.Packing{}),
 			result(VGPU, 3, 45, 11, 100, 1, good), result(Deviceshare, 3, 1, 70, 50, 0.3, bad), result(CPUOnly, 3, 65, 7, 100, 1, metrics.Packing{}),
 		},
+	}
+}
+
+// costedInput is sampleInput with sessions counted in every run and a
+// profile of the vgpu runs (deviceshare's second run not counted).
+func costedInput() Input {
+	in := sampleInput()
+	for i := range in.Results {
+		r := &in.Results[i]
+		if r.Setup == Deviceshare && r.Run == 2 {
+			continue
+		}
+		r.Sessions = 10 * (r.Run + 1)
+		r.NodeAgentCPUSeconds, r.APIServerCPUSeconds = 3+float64(r.Run), 20
+		if r.Setup == VGPU {
+			r.OwnCPUShare = 0.04 + 0.01*float64(r.Run)
+		}
+	}
+	return in
+}
+
+func TestSummarizeCosts(t *testing.T) {
+	rows := Summarize(costedInput().Results)
+	v, d, c := rows[0], rows[1], rows[2]
+	// vgpu: CPU (10,12,11) s over (20,30,40) sessions -> 500, 400, 275 ms; share (5,6,7)%.
+	if v.Sessions != 30 || v.CPUPerSessionMs != 400 || v.CPUPerPodMs != 110 || math.Abs(v.OwnCPUShare-0.06) > 1e-12 {
+		t.Errorf("vgpu costs: sessions %v, %v ms/session, %v ms/pod, own %v", v.Sessions, v.CPUPerSessionMs, v.CPUPerPodMs, v.OwnCPUShare)
+	}
+	// deviceshare: one run not counted reads as 0 sessions, as the table's "—" would
+	if d.Sessions != 20 || d.OwnCPUShare != 0 {
+		t.Errorf("deviceshare costs: sessions %v, own %v", d.Sessions, d.OwnCPUShare)
+	}
+	if c.OwnCPUShare != 0 || c.CPUPerSessionMs != 300 {
+		t.Errorf("cpu-only costs: %v ms/session, own %v", c.CPUPerSessionMs, c.OwnCPUShare)
+	}
+	if costed(Summarize(sampleInput().Results)) {
+		t.Error("a report without sessions or profiles got the cost table")
 	}
 }
 
@@ -144,6 +182,7 @@ func TestMarkdownGolden(t *testing.T) {
 		in           Input
 	}{
 		{name: "fitting trace", golden: "benchmarks.golden.md", in: sampleInput()},
+		{name: "sessions and profiles", golden: "benchmarks-costed.golden.md", in: costedInput()},
 		{name: "oversubscribed with the reference", golden: "benchmarks-packing.golden.md", in: packingInput()},
 		{name: "a failed run and retried creates", golden: "benchmarks-failed.golden.md", in: failedInput()},
 	} {

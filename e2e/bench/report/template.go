@@ -19,7 +19,19 @@ rate, and where 5000 nodes break](benchmarks-scale.md).
 | setup | pods bound | PodGroups created in | pods created in | last pod bound after | pods/s | scheduler CPU | scheduler peak RSS | trace placed before the first unschedulable job | GPUs used | GPUs partly used | GPUs over-booked | multi-GPU containers on the best-connected set |
 |---|---|---|---|---|---|---|---|---|---|---|---|---|
 {{range .Rows}}| {{.Setup}} | {{count .Bound}} / {{.Pods}}{{if lt .AllBoundRuns .Runs}} ({{.AllBoundRuns}}/{{.Runs}} runs all bound){{end}} | {{num .GroupSeconds}} s | {{num .CreateSeconds}} s | {{if gt .Bound 0.0}}{{num .BindSeconds}} s{{else}}—{{end}} | **{{num .PodsPerSecond}}** | {{num .SchedulerCPUSeconds}} s | {{num .SchedulerPeakRSSMiB}} MiB | {{pct .PrefixPods}} | {{gpu . (count .GPUsUsed)}} | {{gpu . (count .PartlyUsed)}} | {{gpu . (count .OverBooked)}} | {{gpu . (pct .BestLinkedShare)}} |
-{{end}}{{with .Failures}}
+{{end}}{{if .Costed}}
+Where the scheduler's CPU went (medians per run): a session is one scheduling cycle (a snapshot of the
+cluster and a pass over the pending tasks, about one a second while work is pending), so a run that
+binds more slowly opens more sessions and spends more CPU whatever its plugins do; "our code" is the
+share of vc-scheduler's CPU profile (` + "`-profile`" + `) with the vgpu plugin or its placement core on the stack
+(garbage collection of what it allocates not included). The simulated nodes' agents (device plugins,
+kubelet emulator) and the API server with etcd run on the scheduler's cores here, not on a real
+cluster's GPU nodes and control plane: the CPU they took during the run slowed its binding.
+
+| setup | sessions | scheduler CPU per session | scheduler CPU per pod bound | our code's share of the profiled CPU | node agents' CPU | apiserver + etcd CPU |
+|---|---|---|---|---|---|---|
+{{range .Rows}}| {{.Setup}} | {{if gt .Sessions 0.0}}{{count .Sessions}} | {{num .CPUPerSessionMs}} ms{{else}}— | —{{end}} | {{if gt .Bound 0.0}}{{num .CPUPerPodMs}} ms{{else}}—{{end}} | {{if gt .OwnCPUShare 0.0}}{{pct1 .OwnCPUShare}}{{else}}—{{end}} | {{num .NodeAgentCPUSeconds}} s | {{num .APIServerCPUSeconds}} s |
+{{end}}{{end}}{{with .Failures}}
 **Runs that failed** (left out of the medians above):
 {{range .}}- {{.Setup}} run {{.Run}}: {{.Failed}}
 {{end}}{{end}}{{with .Retried}}

@@ -110,6 +110,17 @@ type Result struct {
 	SchedulerCPUSeconds float64
 	// SchedulerPeakRSSMiB: vc-scheduler's VmHWM (it is restarted per run).
 	SchedulerPeakRSSMiB float64
+	// Sessions: scheduling sessions vc-scheduler opened from its start to
+	// the last bind (0: not read). Each costs a snapshot of the cluster
+	// and a pass over the pending tasks, so scheduler CPU follows how long
+	// binding takes as much as what a plugin does.
+	Sessions int `json:",omitempty"`
+	// NodeAgentCPUSeconds: CPU of the simulated nodes' device plugins and
+	// kubelet emulator during the run; APIServerCPUSeconds: kube-apiserver
+	// and etcd's. They share the scheduler's cores here (not on a real
+	// cluster's GPU nodes), so they slow binding.
+	NodeAgentCPUSeconds float64 `json:",omitempty"`
+	APIServerCPUSeconds float64 `json:",omitempty"`
 	Prefix              metrics.Prefix
 	Packing             metrics.Packing
 	// Retries: transient failures met creating this run's objects, each
@@ -118,6 +129,9 @@ type Result struct {
 	RetryReasons string `json:",omitempty"`
 	// Profile is the vc-scheduler CPU profile of the run ("" when none was taken).
 	Profile string `json:",omitempty"`
+	// OwnCPUShare: the share of the profile's CPU samples with this
+	// repository's code (the vgpu plugin, the placement core) on the stack.
+	OwnCPUShare float64 `json:",omitempty"`
 	// Failed is why the run ended without a measurement ("" when it was
 	// measured): the other fields hold what was measured before.
 	Failed string `json:",omitempty"`
@@ -172,10 +186,12 @@ func Run(ctx context.Context, o Options, s Setup, n int) (res Result, err error)
 	factory.WaitForCacheSync(stop)
 
 	var before procstat.Sample
+	var besideBefore cpuBeside
 	if !o.Backlog {
 		if before, err = procstat.Read(pid); err != nil {
 			return res, fmt.Errorf("vc-scheduler: %w", err)
 		}
+		besideBefore = readBeside(cl.Config)
 	}
 	var stats transient.Stats
 	defer func() { res.Retries, res.RetryReasons = stats.Total(), stats.String() }()
@@ -197,6 +213,7 @@ func Run(ctx context.Context, o Options, s Setup, n int) (res Result, err error)
 		if before, err = procstat.Read(pid); err != nil {
 			return res, fmt.Errorf("vc-scheduler: %w", err)
 		}
+		besideBefore = readBeside(cl.Config)
 		start = time.Now() // binding is timed from the scheduler's start
 	}
 	if o.Profile > 0 {
@@ -209,6 +226,11 @@ func Run(ctx context.Context, o Options, s Setup, n int) (res Result, err error)
 				return
 			}
 			res.Profile = path
+			share, serr := ownShare(path)
+			if serr != nil {
+				logger.Error(serr, "Unreadable CPU profile")
+			}
+			res.OwnCPUShare = share
 		}()
 	}
 	created := start
@@ -232,6 +254,13 @@ func Run(ctx context.Context, o Options, s Setup, n int) (res Result, err error)
 		res.PodsPerSecond = float64(res.Bound) / res.BindSeconds
 	}
 	res.SchedulerCPUSeconds = after.CPUSeconds - before.CPUSeconds
+	beside := readBeside(cl.Config).since(besideBefore)
+	res.NodeAgentCPUSeconds, res.APIServerCPUSeconds = beside.NodeAgents, beside.APIServer
+	if n, serr := sessions(ctx, cl.Config.Ports.SchedulerMetrics); serr != nil {
+		logger.Error(serr, "Sessions not counted")
+	} else {
+		res.Sessions = n
+	}
 	res.SchedulerPeakRSSMiB = float64(after.PeakRSSKiB) / 1024
 	logger.Info("Bound", "pods", res.Bound, "of", res.Pods, "seconds", res.BindSeconds)
 
