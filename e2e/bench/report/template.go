@@ -20,11 +20,12 @@ rate, and where 5000 nodes break](benchmarks-scale.md).
 |---|---|---|---|---|---|---|---|---|---|---|---|---|
 {{range .Rows}}| {{.Setup}} | {{count .Bound}} / {{.Pods}}{{if lt .AllBoundRuns .Runs}} ({{.AllBoundRuns}}/{{.Runs}} runs all bound){{end}} | {{num .GroupSeconds}} s | {{num .CreateSeconds}} s | {{if gt .Bound 0.0}}{{num .BindSeconds}} s{{else}}—{{end}} | **{{num .PodsPerSecond}}** | {{num .SchedulerCPUSeconds}} s | {{num .SchedulerPeakRSSMiB}} MiB | {{pct .PrefixPods}} | {{gpu . (count .GPUsUsed)}} | {{gpu . (count .PartlyUsed)}} | {{gpu . (count .OverBooked)}} | {{gpu . (pct .BestLinkedShare)}} |
 {{end}}{{if .Costed}}
-Where the scheduler's CPU went (medians per run): a session is one scheduling cycle (a snapshot of the
-cluster and a pass over the pending tasks, about one a second while work is pending), so a run that
-binds more slowly opens more sessions and spends more CPU whatever its plugins do; "our code" is the
-share of vc-scheduler's CPU profile (` + "`-profile`" + `) with the vgpu plugin or its placement core on the stack
-(garbage collection of what it allocates not included). The simulated nodes' agents (device plugins,
+Where the scheduler's CPU went (medians per run). **sessions**: scheduling cycles vc-scheduler had
+completed at the last bind (a snapshot of the cluster and a pass over the pending tasks; a new one
+starts a second after the last ends). Pods arriving one by one are placed over many sessions; a
+backlog is mostly placed by the first, which lasts until it has tried every pending task. **our
+code**: the share of vc-scheduler's CPU profile (` + "`-profile`" + `, which may run past the last bind) with the
+vgpu plugin or its placement core on the stack (garbage collection of what it allocates not included). The simulated nodes' agents (device plugins,
 kubelet emulator) and the API server with etcd run on the scheduler's cores here, not on a real
 cluster's GPU nodes and control plane: the CPU they took during the run slowed its binding.
 

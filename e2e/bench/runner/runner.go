@@ -110,10 +110,9 @@ type Result struct {
 	SchedulerCPUSeconds float64
 	// SchedulerPeakRSSMiB: vc-scheduler's VmHWM (it is restarted per run).
 	SchedulerPeakRSSMiB float64
-	// Sessions: scheduling sessions vc-scheduler opened from its start to
-	// the last bind (0: not read). Each costs a snapshot of the cluster
-	// and a pass over the pending tasks, so scheduler CPU follows how long
-	// binding takes as much as what a plugin does.
+	// Sessions: scheduling sessions vc-scheduler had completed at the last
+	// bind (read from its own metrics; 0 also when not read, which is
+	// logged). A backlog is mostly placed by the first session.
 	Sessions int `json:",omitempty"`
 	// NodeAgentCPUSeconds: CPU of the simulated nodes' device plugins and
 	// kubelet emulator during the run; APIServerCPUSeconds: kube-apiserver
