@@ -213,13 +213,17 @@ func (g *GPU) Step(in Input) []Decision {
 	// noisy measured costs (200 and 160) split the GPU 24 + 60 for 30 + 60
 	// (fake driver).
 	settled := g.est.settled()
+	var steadyK map[string]float64
+	if settled {
+		steadyK = g.est.steady(keys)
+	}
 	var pooledNs, pooledUnits float64
 	for _, key := range keys {
 		pooledNs += g.tenants[key].cal.ns
 		pooledUnits += g.tenants[key].cal.units
 	}
 	for _, key := range keys {
-		ref := k[key]
+		ref := steadyK[key]
 		if !settled {
 			ref = 0
 			if pooledUnits > 0 {

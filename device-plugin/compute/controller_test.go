@@ -110,3 +110,62 @@ func TestStepChargesAJumpPastTheAllowanceAsAllowed(t *testing.T) {
 		t.Errorf("charged %v units for a forged jump, want what it was allowed", got)
 	}
 }
+
+// TestStartWindowsDoNotSettleTheEstimate replays the start of a balance
+// tenant as the fake driver showed it, then a tenant of the same program
+// joining: the first window busy with work no unit was charged for (launches
+// before the first decision, work from before), a boot window, then the
+// balance tenant alone and unlimited (saturated), then the join. Per-process
+// samples read a's cost 17% low and b's 20% high (within their noise; true
+// 125 ns per unit). Counted as settled, the start windows put the device-wide
+// cost near 240 ns, a's measured 104 stood apart from it, measured costs
+// split the two (a 56.5 + b 44.4 for 48.5 + 50, fake driver).
+func TestStartWindowsDoNotSettleTheEstimate(t *testing.T) {
+	const P = 100e6
+	g := NewGPU()
+	a := Tenant{Key: "a", Share: 0.3, Policy: api.ComputeBalance}
+	b := Tenant{Key: "b", Share: 0.5, Policy: api.ComputeFixed}
+	var la, lb uint64 // launched counters
+	var now uint64 = 1e9
+	var spanBusy, spanA, spanB float64 // since the last measurement
+	step := func(busy float64, ua, ub uint64, withB bool) []Decision {
+		la, lb, now = la+ua, lb+ub, now+uint64(P)
+		spanBusy, spanA, spanB = spanBusy+busy*P, spanA+float64(ua), spanB+float64(ub)
+		in := Input{BusyNs: busy * P, PeriodNs: P, NowNs: now, Tenants: []TenantInput{{Tenant: a, Report: Report{Launched: la}}}}
+		if withB {
+			in.Tenants = append(in.Tenants, TenantInput{Tenant: b, Report: Report{Launched: lb}})
+		}
+		if g.period%10 == 9 { // a batch of per-process samples about once a second
+			m := &Measurement{SpanNs: 10 * P, BusyNs: spanBusy, Tenants: map[string]Measured{
+				"a": {BusyNs: 0.83 * 125 * spanA, Units: spanA}}}
+			if withB && spanB > 0 {
+				m.Tenants["b"] = Measured{BusyNs: 1.2 * 125 * spanB, Units: spanB}
+			}
+			in.Measurement = m
+			spanBusy, spanA, spanB = 0, 0, 0
+		}
+		return g.Step(in)
+	}
+	step(0.89, 200000, 0, false) // launched before the first decision: not charged
+	step(0.04, 48000, 0, false)
+	for range 28 { // alone and unlimited: the GPU saturated
+		step(1, 800000, 0, false)
+	}
+	step(0.88, 39952, 0, true) // b joins; a limited, its queue drains
+	step(0.5, 0, 292271, true)
+	step(0.68, 527959, 288644, true)
+	for i := range 60 {
+		busy, ua, ub := 1.0, uint64(460000), uint64(340000)
+		if i%5 == 4 { // now and then a window with idle time
+			busy, ua, ub = 0.9, 414000, 306000
+		}
+		for _, d := range step(busy, ua, ub, true) {
+			if d.Calibrated {
+				t.Fatalf("period %d: %s split by its measured cost %.0f (two tenants of one program, costs within the samples' noise)", g.period, d.Key, d.Cost)
+			}
+		}
+	}
+	if !g.est.settled() {
+		t.Error("60 periods of two tenants held to their rates did not settle the estimate")
+	}
+}

@@ -26,6 +26,12 @@ type observation struct {
 	busy      float64            // ns
 	saturated bool               // busy (nearly) all period: work queued, launched ≠ ran
 	units     map[string]float64 // per tenant
+	// steady: every tenant that launched in it had been held to a rate for
+	// a while. Not a start: no launches admitted before the first decision
+	// (run, never charged), no queue of an unlimited tenant draining, no
+	// busy time of work from before the controller, all of which a start's
+	// windows count as the cost of its few charged units.
+	steady bool
 }
 
 const (
@@ -46,6 +52,14 @@ func newEstimator(window int) *estimator {
 // in start-up, where launches come in bursts).
 func (e *estimator) add(busy, period float64, units map[string]float64, steady map[string]bool) {
 	o := observation{busy: busy, saturated: busy >= saturatedAt*period, units: units}
+	for key, u := range units {
+		if u > 0 {
+			o.steady = steady[key]
+			if !o.steady {
+				break
+			}
+		}
+	}
 	e.obs = append(e.obs, o)
 	if len(e.obs) > e.window {
 		e.obs = e.obs[len(e.obs)-e.window:]
@@ -76,15 +90,20 @@ func (e *estimator) add(busy, period float64, units map[string]float64, steady m
 	}
 }
 
-// settled says whether the device-wide estimate rests on enough unsaturated
-// windows to be compared with anything: the estimate of saturated windows
-// alone counts queued launches as run (73 ns per unit against a true 125 at
-// the start of a 30+60 pair, fake driver), and measured costs compared with
-// it looked apart when they were not.
+// settled says whether the device-wide estimate of steady windows (steady)
+// rests on enough unsaturated windows to be compared with anything: the
+// estimate of saturated windows alone counts queued launches as run (73 ns
+// per unit against a true 125 at the start of a 30+60 pair, fake driver),
+// and measured costs compared with it looked apart when they were not. Nor
+// do a start's windows count: a balance tenant's first windows (busy time of
+// its uncharged first launches, of work from before) put its cost at 177 ns
+// per unit for 6 s, its measured 104 then stood apart, and a tenant of the
+// same program joining later was split from it by their noisy measured costs
+// (56.5 + 44.4 for 48.5 + 50, fake driver).
 func (e *estimator) settled() bool {
 	n := 0
 	for _, o := range e.obs {
-		if !o.saturated {
+		if !o.saturated && o.steady {
 			n++
 		}
 	}
@@ -138,9 +157,19 @@ func (e *estimator) forget(key string) {
 
 // fit returns ns per unit by tenant; empty until busy time and units were seen.
 func (e *estimator) fit(keys []string) map[string]float64 {
+	return e.fitOver(keys, false)
+}
+
+// steady is fit over the steady windows only (empty without any): what
+// measured costs are compared with once settled.
+func (e *estimator) steady(keys []string) map[string]float64 {
+	return e.fitOver(keys, true)
+}
+
+func (e *estimator) fitOver(keys []string, steadyOnly bool) map[string]float64 {
 	var busy, known, unknown, all float64
 	for _, o := range e.obs {
-		if o.saturated {
+		if o.saturated || (steadyOnly && !o.steady) {
 			continue
 		}
 		busy += o.busy
@@ -152,6 +181,9 @@ func (e *estimator) fit(keys []string) map[string]float64 {
 				unknown += u
 			}
 		}
+	}
+	if steadyOnly && (busy <= 0 || all <= 0) {
+		return map[string]float64{}
 	}
 	if busy <= 0 || all <= 0 { // only saturated periods so far: pool them
 		for _, o := range e.obs {
