@@ -81,10 +81,11 @@ type Options struct {
 	// the first pod create, written to ProfileDir/<setup>-<run>.pprof.
 	Profile    time.Duration
 	ProfileDir string
-	// Backlog creates every PodGroup and pod with vc-scheduler stopped and
-	// times the run from its start: the scheduler's own cost for the whole
-	// trace, apart from how fast the API server takes the pods (which,
-	// arriving one by one, sets how many sessions the run opens).
+	// Backlog creates every PodGroup and pod while their queue holds them
+	// (capability: no CPU) and times the run from their release (one queue
+	// update): the scheduler's own cost for the whole trace, with the whole
+	// cluster in its cache, apart from how fast the API server takes the
+	// pods (which, arriving one by one, sets how many sessions the run opens).
 	Backlog bool
 	// CleanupStall: how long the cleanup before a run waits while no pod
 	// is deleted (zero: 2 minutes).
@@ -157,12 +158,22 @@ func Run(ctx context.Context, o Options, s Setup, n int) (res Result, err error)
 		}
 		return pid, nil
 	}
-	var pid int
+	var release func(context.Context) error
 	if o.Backlog {
-		if err := cl.StopScheduler(); err != nil {
-			return res, fmt.Errorf("stopping vc-scheduler: %w", err)
+		if release, err = o.hold(ctx); err != nil {
+			return res, err
 		}
-	} else if pid, err = startScheduler(); err != nil {
+		defer func() {
+			if release == nil {
+				return
+			}
+			if rerr := release(context.WithoutCancel(ctx)); rerr != nil && err == nil {
+				err = rerr
+			}
+		}()
+	}
+	pid, err := startScheduler()
+	if err != nil {
 		return res, err
 	}
 	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{LabelBench: "true"}}}
@@ -186,12 +197,14 @@ func Run(ctx context.Context, o Options, s Setup, n int) (res Result, err error)
 
 	var before procstat.Sample
 	var besideBefore cpuBeside
+	sessionsBefore := 0
 	if !o.Backlog {
 		if before, err = procstat.Read(pid); err != nil {
 			return res, fmt.Errorf("vc-scheduler: %w", err)
 		}
 		besideBefore = readBeside(cl.Config)
 	}
+	port := cl.Config.Ports.SchedulerMetrics
 	var stats transient.Stats
 	defer func() { res.Retries, res.RetryReasons = stats.Total(), stats.String() }()
 	t0 := time.Now()
@@ -205,15 +218,32 @@ func Run(ctx context.Context, o Options, s Setup, n int) (res Result, err error)
 			return res, err
 		}
 		res.CreateSeconds = time.Since(start).Seconds()
-		logger.Info("Created with vc-scheduler stopped", "pods", res.Pods, "seconds", res.CreateSeconds)
-		if pid, err = startScheduler(); err != nil {
+		logger.Info("Created, held in the queue", "pods", res.Pods, "seconds", res.CreateSeconds)
+		// two full sessions after the last create: vc-scheduler has every
+		// pod and every node in cache
+		from, err := sessions(ctx, port)
+		if err != nil {
 			return res, err
+		}
+		if err := awaitSessions(ctx, port, from, 2, 2*time.Minute); err != nil {
+			return res, err
+		}
+		if n := bound.count(); n > 0 {
+			return res, fmt.Errorf("%d pods bound while the backlog was held in queue %s (capability cpu 0): this Volcano does not hold a queue at its capability, so -backlog cannot time it", n, backlogQueue)
 		}
 		if before, err = procstat.Read(pid); err != nil {
 			return res, fmt.Errorf("vc-scheduler: %w", err)
 		}
 		besideBefore = readBeside(cl.Config)
-		start = time.Now() // binding is timed from the scheduler's start
+		if sessionsBefore, err = sessions(ctx, port); err != nil {
+			return res, err
+		}
+		start = time.Now() // binding is timed from the release
+		r := release
+		release = nil
+		if err := r(ctx); err != nil {
+			return res, err
+		}
 	}
 	if o.Profile > 0 {
 		path := filepath.Join(o.ProfileDir, fmt.Sprintf("%s-%d.pprof", s.Name, n))
@@ -255,10 +285,10 @@ func Run(ctx context.Context, o Options, s Setup, n int) (res Result, err error)
 	res.SchedulerCPUSeconds = after.CPUSeconds - before.CPUSeconds
 	beside := readBeside(cl.Config).since(besideBefore)
 	res.NodeAgentCPUSeconds, res.APIServerCPUSeconds = beside.NodeAgents, beside.APIServer
-	if n, serr := sessions(ctx, cl.Config.Ports.SchedulerMetrics); serr != nil {
+	if n, serr := sessions(ctx, port); serr != nil {
 		logger.Error(serr, "Sessions not counted")
 	} else {
-		res.Sessions = n
+		res.Sessions = n - sessionsBefore
 	}
 	res.SchedulerPeakRSSMiB = float64(after.PeakRSSKiB) / 1024
 	logger.Info("Bound", "pods", res.Bound, "of", res.Pods, "seconds", res.BindSeconds)
