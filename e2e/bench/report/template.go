@@ -66,7 +66,7 @@ Transient failures met while creating (each retried with backoff, so the run cou
   scheduler sees of a Job, and it keeps vc-controller-manager's own pod-creation rate (the same
   for every setup, not what is measured) out of the bind time, so creation is timed apart from binding.{{if .Backlog}}
   **Backlog** (` + "`-backlog`" + `): every PodGroup and pod was created while the ` + "`default`" + ` queue held them (its
-  capability set to no CPU, so Volcano enqueued none), then released with one update of the queue once
+  capability set to one millicore of CPU, so Volcano enqueued none), then released with one update of the queue once
   vc-scheduler had run two sessions with all of them in cache; "last pod bound after", pods/s and
   scheduler CPU count from the release, so they measure scheduling the whole trace with the whole
   cluster in cache, apart from how fast the API server took the pods (arriving one by one, their rate sets

@@ -21,15 +21,16 @@ import (
 // scheduler's CPU then measured how far its node sync had come.
 const backlogQueue = "default"
 
-// heldCapability is the queue capability that holds a backlog: no CPU.
-// Volcano's proportion plugin enqueues no PodGroup whose minimum resources
-// exceed the queue's capability and allocates no task over it; every pod of
-// the benchmark asks CPU.
+// heldCapability is the queue capability that holds a backlog: one
+// millicore. Volcano's proportion plugin enqueues no PodGroup whose minimum
+// resources exceed the queue's capability and allocates no task over it;
+// every pod of the benchmark asks more CPU than that. (A capability of 0 is
+// no limit to Volcano: 2,563 pods bound through one.)
 func heldCapability() corev1.ResourceList {
-	return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0")}
+	return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1m")}
 }
 
-// hold caps the backlog queue at no CPU and returns what releases it: its
+// hold caps the backlog queue at one millicore of CPU and returns what releases it: its
 // capability as it was.
 func (o Options) hold(ctx context.Context) (release func(context.Context) error, err error) {
 	q, err := o.VC.SchedulingV1beta1().Queues().Get(ctx, backlogQueue, metav1.GetOptions{})
@@ -42,14 +43,14 @@ func (o Options) hold(ctx context.Context) (release func(context.Context) error,
 	}
 	return func(ctx context.Context) error {
 		if err := o.setCapability(ctx, was); err != nil {
-			return fmt.Errorf("releasing the backlog of queue %s (its capability is still cpu 0: restore it by hand): %w", backlogQueue, err)
+			return fmt.Errorf("releasing the backlog of queue %s (its capability is still one millicore: restore it by hand): %w", backlogQueue, err)
 		}
 		return nil
 	}, nil
 }
 
 // setCapability replaces the backlog queue's capability as a whole (a JSON
-// patch: a merge patch would keep the held cpu 0 beside a restored memory
+// patch: a merge patch would keep the held CPU cap beside a restored memory
 // capability); none removes it.
 func (o Options) setCapability(ctx context.Context, c corev1.ResourceList) error {
 	op := map[string]any{"op": "add", "path": "/spec/capability", "value": c}

@@ -41,8 +41,8 @@ func TestHoldAndRelease(t *testing.T) {
 				t.Fatal(err)
 			}
 			held := capability()
-			if cpu, ok := held[corev1.ResourceCPU]; !ok || !cpu.IsZero() {
-				t.Errorf("held capability %v, want cpu 0", held)
+			if cpu, ok := held[corev1.ResourceCPU]; !ok || cpu.MilliValue() != 1 || len(held) != 1 {
+				t.Errorf("held capability %v, want one millicore of CPU and nothing else", held)
 			}
 			if err := release(ctx); err != nil {
 				t.Fatal(err)

@@ -82,7 +82,7 @@ type Options struct {
 	Profile    time.Duration
 	ProfileDir string
 	// Backlog creates every PodGroup and pod while their queue holds them
-	// (capability: no CPU) and times the run from their release (one queue
+	// (capability: one millicore of CPU) and times the run from their release (one queue
 	// update): the scheduler's own cost for the whole trace, with the whole
 	// cluster in its cache, apart from how fast the API server takes the
 	// pods (which, arriving one by one, sets how many sessions the run opens).
@@ -229,7 +229,7 @@ func Run(ctx context.Context, o Options, s Setup, n int) (res Result, err error)
 			return res, err
 		}
 		if n := bound.count(); n > 0 {
-			return res, fmt.Errorf("%d pods bound while the backlog was held in queue %s (capability cpu 0): this Volcano does not hold a queue at its capability, so -backlog cannot time it", n, backlogQueue)
+			return res, fmt.Errorf("%d pods bound while the backlog was held in queue %s (capability: one millicore): this Volcano does not hold a queue at its capability, so -backlog cannot time it", n, backlogQueue)
 		}
 		if before, err = procstat.Read(pid); err != nil {
 			return res, fmt.Errorf("vc-scheduler: %w", err)

@@ -96,7 +96,7 @@ func main() {
 	flag.IntVar(&f.workers, "workers", 8, "concurrent creators")
 	flag.Float64Var(&f.qps, "qps", 200, "creates per second, all creators together, retries included (0: as fast as the workers go)")
 	flag.DurationVar(&f.profile, "profile", 0, "take a CPU profile of vc-scheduler for this long from the first pod create of every run (pprof, under _output/bench/profiles)")
-	flag.BoolVar(&f.backlog, "backlog", false, "create every pod while the default queue holds them (capability: no CPU), release them with one queue update once vc-scheduler has them all in cache, and time binding from the release (the scheduler's cost apart from the creation rate)")
+	flag.BoolVar(&f.backlog, "backlog", false, "create every pod while the default queue holds them (capability: one millicore of CPU), release them with one queue update once vc-scheduler has them all in cache, and time binding from the release (the scheduler's cost apart from the creation rate)")
 	flag.BoolVar(&f.keep, "keep", false, "leave the cluster running")
 	flag.StringVar(&f.doc, "doc", "docs/benchmarks.md", "report to write (relative to the repository)")
 	flag.StringVar(&f.chart, "chart", "docs/benchmarks.png", "chart to write (relative to the repository)")
