@@ -30,8 +30,8 @@ func heldCapability() corev1.ResourceList {
 	return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1m")}
 }
 
-// hold caps the backlog queue at one millicore of CPU and returns what releases it: its
-// capability as it was.
+// hold caps the backlog queue at one millicore of CPU and returns what
+// releases it: its capability as it was.
 func (o Options) hold(ctx context.Context) (release func(context.Context) error, err error) {
 	q, err := o.VC.SchedulingV1beta1().Queues().Get(ctx, backlogQueue, metav1.GetOptions{})
 	if err != nil {

@@ -82,10 +82,11 @@ type Options struct {
 	Profile    time.Duration
 	ProfileDir string
 	// Backlog creates every PodGroup and pod while their queue holds them
-	// (capability: one millicore of CPU) and times the run from their release (one queue
-	// update): the scheduler's own cost for the whole trace, with the whole
-	// cluster in its cache, apart from how fast the API server takes the
-	// pods (which, arriving one by one, sets how many sessions the run opens).
+	// (capability: one millicore of CPU) and times the run from their
+	// release (one queue update): the scheduler's own cost for the whole
+	// trace, with the whole cluster in its cache, apart from how fast the API
+	// server takes the pods (which, arriving one by one, sets how many
+	// sessions the run opens).
 	Backlog bool
 	// CleanupStall: how long the cleanup before a run waits while no pod
 	// is deleted (zero: 2 minutes).
