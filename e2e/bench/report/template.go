@@ -27,7 +27,7 @@ backlog is mostly placed by the first, which lasts until it has tried every pend
 code**: the share of vc-scheduler's CPU profile (` + "`-profile`" + `, which may run past the last bind) with the
 vgpu plugin or its placement core on the stack (garbage collection of what it allocates not included). The simulated nodes' agents (device plugins,
 kubelet emulator) and the API server with etcd run on the scheduler's cores here, not on a real
-cluster's GPU nodes and control plane: the CPU they took during the run slowed its binding.
+cluster's GPU nodes and control plane: they competed with it for CPU during the run.
 
 | setup | sessions | scheduler CPU per session | scheduler CPU per pod bound | our code's share of the profiled CPU | node agents' CPU | apiserver + etcd CPU |
 |---|---|---|---|---|---|---|
