@@ -207,3 +207,40 @@ func meteredShared() *Shared {
 	s.ExportMetrics(prometheus.NewRegistry())
 	return s
 }
+
+// BenchmarkMemoSweep is a backlog's steady state at 1000 nodes: tasks of 16
+// request shapes, each tried on every node and scored on every node, with
+// every answer already in the Fit memo (a session asks each shape on each
+// node state many times). What is left is finding the answer: per node.
+func BenchmarkMemoSweep(b *testing.B) {
+	nodes, pods := benchCluster(b, 1000)
+	const shapes = 16
+	var names []string
+	for i := range 4 * shapes {
+		name := fmt.Sprintf("t%02d", i)
+		names = append(names, name)
+		pods = append(pods, gpuPod("ns", name, fmt.Sprintf("solo%d", i), 1, int64(1024*(1+i%shapes)), 5))
+	}
+	h := newHandSession(b, meteredShared(), DefaultArgs(), nodes, pods)
+	list := h.nodeList()
+	sweep := func(task *schedapi.TaskInfo) {
+		for _, n := range list {
+			if err := h.plugin.predicate(task, n); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if scores, _ := h.plugin.batchNodeOrder(task, list); len(scores) != len(list) {
+			b.Fatalf("%d scores for %d nodes", len(scores), len(list))
+		}
+	}
+	for _, name := range names[:shapes] {
+		sweep(h.tasks[name])
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		sweep(h.tasks[names[i%len(names)]])
+		i++
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(list)), "ns/node")
+}

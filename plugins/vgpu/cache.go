@@ -154,7 +154,7 @@ func (p *plugin) buildState(nodes map[string]*schedapi.NodeInfo, now time.Time) 
 			p.booked[t.UID] = pl
 		}
 		p.nodes[name] = n
-		p.fits[name] = newNodeFits(n)
+		p.fits[name] = newNodeFits(n, len(p.fits))
 		p.log.V(5).Info("GPU node state", "node", name, "gpus", len(n.GPUs), "stale", n.Stale)
 	}
 }

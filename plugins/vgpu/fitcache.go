@@ -3,6 +3,7 @@ package vgpu
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	schedapi "volcano.sh/volcano/pkg/scheduler/api"
 
@@ -30,6 +31,7 @@ type fitKey struct {
 type fitEntry struct {
 	pl      placement.Placement // own copy; empty when refused
 	reasons []placement.Reason  // own copy; nil when the request fits
+	version uint64              // the node's version it answers for
 
 	scored bool
 	policy placement.Policy
@@ -41,44 +43,75 @@ type fitEntry struct {
 // different nodes run in parallel and take only their node's lock.
 type nodeFits struct {
 	node    *placement.Node
+	idx     int           // the node's slot in every shapeMemo of the session
+	version atomic.Uint64 // bumped by every booking change on the node (under mu)
 	mu      sync.Mutex
-	version uint64 // bumped by every booking change on the node
-	entries map[fitKey]*fitEntry
+	entries map[fitKey]*fitEntry // answers steered by the job's siblings on the node
 }
 
-func newNodeFits(n *placement.Node) *nodeFits {
-	return &nodeFits{node: n, entries: map[fitKey]*fitEntry{}}
+func newNodeFits(n *placement.Node, idx int) *nodeFits {
+	return &nodeFits{node: n, idx: idx, entries: map[fitKey]*fitEntry{}}
+}
+
+// shapeMemo holds one request shape's answers, one slot per GPU node of
+// the session (nodeFits.idx); a slot's answer counts while its version is
+// the node's.
+type shapeMemo struct {
+	slots []atomic.Pointer[fitEntry]
 }
 
 // fit is Fit of the task's request on nf's node with gang (may be nil), from
 // the memo when the node has not changed since it was asked.
 func (p *plugin) fit(r requestResult, job schedapi.JobID, nf *nodeFits, gang *placement.GangView) *fitEntry {
 	n := nf.node
-	key := fitKey{shape: r.fitShape}
 	if gang != nil && len(gang.Placed[n.Name].GPUs) > 0 {
-		key.job = job
+		return p.fitSteered(r, fitKey{shape: r.fitShape, job: job}, nf, gang)
 	}
+	if r.memo == nil || nf.idx >= len(r.memo.slots) {
+		return p.fitNow(r, nf, gang, nf.version.Load())
+	}
+	slot := &r.memo.slots[nf.idx]
+	version := nf.version.Load()
+	if e := slot.Load(); e != nil && e.version == version {
+		return e
+	}
+	e := p.fitNow(r, nf, gang, version)
+	if nf.version.Load() == version { // else a booking changed the node meanwhile
+		slot.Store(e)
+	}
+	return e
+}
+
+// fitSteered is fit for a task whose placed siblings hold GPUs on the node:
+// the answer depends on the job, so it is kept by shape and job.
+func (p *plugin) fitSteered(r requestResult, key fitKey, nf *nodeFits, gang *placement.GangView) *fitEntry {
 	nf.mu.Lock()
 	e, ok := nf.entries[key]
-	version := nf.version
+	version := nf.version.Load()
 	nf.mu.Unlock()
 	if ok {
 		return e
 	}
+	e = p.fitNow(r, nf, gang, version)
+	nf.mu.Lock()
+	if nf.version.Load() == version { // no booking changed the node meanwhile
+		nf.entries[key] = e
+	}
+	nf.mu.Unlock()
+	return e
+}
+
+// fitNow computes the answer for the node at version.
+func (p *plugin) fitNow(r requestResult, nf *nodeFits, gang *placement.GangView, version uint64) *fitEntry {
 	f := p.fitter()
-	pl, reasons := f.Fit(r.req, n, gang)
-	e = &fitEntry{}
+	defer p.fitters.Put(f)
+	pl, reasons := f.Fit(r.req, nf.node, gang)
+	e := &fitEntry{version: version}
 	if len(reasons) > 0 {
 		e.reasons = slices.Clone(reasons)
 	} else {
 		e.pl = pl.Clone()
 	}
-	p.fitters.Put(f)
-	nf.mu.Lock()
-	if nf.version == version { // no booking changed the node meanwhile
-		nf.entries[key] = e
-	}
-	nf.mu.Unlock()
 	return e
 }
 
@@ -107,19 +140,26 @@ func (p *plugin) scoreOf(r requestResult, nf *nodeFits, e *fitEntry, gang *place
 	return s
 }
 
-// shapeID numbers a fitShapeKey for this session's memo keys.
-func (p *plugin) shapeID(key string) int32 {
+// shapeID numbers a fitShapeKey for this session's memo keys and returns
+// the shape's memo, one slot per GPU node.
+func (p *plugin) shapeID(key string) (int32, *shapeMemo) {
 	p.shapeMu.Lock()
 	defer p.shapeMu.Unlock()
 	if p.shapes == nil {
-		p.shapes = map[string]int32{}
+		p.shapes = map[string]shapeNumber{}
 	}
-	id, ok := p.shapes[key]
+	s, ok := p.shapes[key]
 	if !ok {
-		id = int32(len(p.shapes))
-		p.shapes[key] = id
+		s = shapeNumber{id: int32(len(p.shapes)), memo: &shapeMemo{slots: make([]atomic.Pointer[fitEntry], len(p.fits))}}
+		p.shapes[key] = s
 	}
-	return id
+	return s.id, s.memo
+}
+
+// shapeNumber is a request shape's number and memo in this session.
+type shapeNumber struct {
+	id   int32
+	memo *shapeMemo
 }
 
 // touched forgets the node's memo: its bookings changed.
@@ -129,7 +169,7 @@ func (p *plugin) touched(node string) {
 		return
 	}
 	nf.mu.Lock()
-	nf.version++
+	nf.version.Add(1)
 	clear(nf.entries)
 	nf.mu.Unlock()
 }

@@ -80,7 +80,7 @@ type plugin struct {
 	fitters  sync.Pool
 	fits     map[string]*nodeFits // per GPU node, built at open: the node and Fit answers until its bookings change
 	shapeMu  sync.Mutex
-	shapes   map[string]int32 // fitShapeKey → its number in fitKey, this session
+	shapes   map[string]shapeNumber // fitShapeKey → its number in fitKey and its memo, this session
 
 	gangMu sync.Mutex
 	gangs  map[schedapi.JobID]*jobView // built on first use, then kept by the events
@@ -96,6 +96,7 @@ type requestResult struct {
 	nodePolicy placement.Policy // the pod's annotation, else the argument
 	shape      string           // shapeKey(req), for the gang view
 	fitShape   int32            // fitShapeKey(req) numbered by shapeID, for the Fit memo
+	memo       *shapeMemo       // the Fit memo of fitShape: one slot per GPU node
 	err        error
 }
 
@@ -185,7 +186,7 @@ func (p *plugin) parsed(task *schedapi.TaskInfo) requestResult {
 	r := requestResult{req: req, nodePolicy: policy, err: err}
 	if req != nil {
 		r.shape = shapeKey(req)
-		r.fitShape = p.shapeID(fitShapeKey(req, r.shape))
+		r.fitShape, r.memo = p.shapeID(fitShapeKey(req, r.shape))
 	}
 	actual, _ := p.requests.LoadOrStore(task.UID, r)
 	return actual.(requestResult)
