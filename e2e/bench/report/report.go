@@ -103,6 +103,10 @@ type Row struct {
 	// OwnCPUShare: this repository's code's share of the scheduler's
 	// profiled CPU (0: no profile, or none of it ran).
 	OwnCPUShare float64
+	// The profile's phases as shares of its CPU (runner.Part*; 0: no
+	// profile), and the CPU seconds it sampled.
+	PredicateShare, PredicateOursShare, ScoreShare, ScoreOursShare, GCShare float64
+	ProfiledSeconds                                                         float64
 	// CPU beside the scheduler during the run, on the same cores here.
 	NodeAgentCPUSeconds, APIServerCPUSeconds float64
 }
@@ -170,6 +174,12 @@ func Summarize(results []runner.Result) []Row {
 			return 1000 * r.SchedulerCPUSeconds / float64(r.Bound)
 		})
 		row.OwnCPUShare = med(func(r runner.Result) float64 { return r.OwnCPUShare })
+		part := func(key string) float64 {
+			return med(func(r runner.Result) float64 { return r.ProfileShares[key] })
+		}
+		row.PredicateShare, row.PredicateOursShare = part(runner.PartPredicate), part(runner.PartPredicateOurs)
+		row.ScoreShare, row.ScoreOursShare = part(runner.PartScore), part(runner.PartScoreOurs)
+		row.GCShare, row.ProfiledSeconds = part(runner.PartGC), part(runner.PartSeconds)
 		row.NodeAgentCPUSeconds = med(func(r runner.Result) float64 { return r.NodeAgentCPUSeconds })
 		row.APIServerCPUSeconds = med(func(r runner.Result) float64 { return r.APIServerCPUSeconds })
 		row.BestLinkedShare = med(func(r runner.Result) float64 {
@@ -181,6 +191,19 @@ func Summarize(results []runner.Result) []Row {
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// Rest is the share of the profile outside the phases and the collector.
+func (r Row) Rest() float64 { return max(1-r.PredicateShare-r.ScoreShare-r.GCShare, 0) }
+
+// phased reports whether any row has its profile's phases.
+func phased(rows []Row) bool {
+	for _, r := range rows {
+		if r.ProfiledSeconds > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // costed reports whether any row has sessions counted or a profile read.
@@ -318,6 +341,7 @@ func Markdown(in Input) (string, error) {
 		Failures []runner.Result
 		Retried  []runner.Result
 		Costed   bool // sessions or a profile were read: the cost table applies
-	}{in, rows, Headline(rows), PackingRows(in.Results, in.Reference, in.Load.Capacity), Failures(in.Results), Retried(in.Results), costed(rows)})
+		Phased   bool // profiles were split into phases: the phase table applies
+	}{in, rows, Headline(rows), PackingRows(in.Results, in.Reference, in.Load.Capacity), Failures(in.Results), Retried(in.Results), costed(rows), phased(rows)})
 	return b.String(), err
 }

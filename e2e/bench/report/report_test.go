@@ -57,6 +57,13 @@ func costedInput() Input {
 		if r.Setup == VGPU {
 			r.OwnCPUShare = 0.04 + 0.01*float64(r.Run)
 		}
+		if r.Setup != Deviceshare {
+			r.ProfileShares = map[string]float64{runner.PartSeconds: 30 + float64(r.Run), runner.PartPredicate: 0.1 + 0.01*float64(r.Run),
+				runner.PartScore: 0.4, runner.PartGC: 0.25}
+			if r.Setup == VGPU {
+				r.ProfileShares[runner.PartPredicateOurs], r.ProfileShares[runner.PartScoreOurs] = 0.02, 0.03
+			}
+		}
 	}
 	return in
 }
@@ -74,6 +81,10 @@ func TestSummarizeCosts(t *testing.T) {
 	}
 	if c.OwnCPUShare != 0 || c.CPUPerSessionMs != 300 {
 		t.Errorf("cpu-only costs: %v ms/session, own %v", c.CPUPerSessionMs, c.OwnCPUShare)
+	}
+	if v.ProfiledSeconds != 32 || math.Abs(v.PredicateShare-0.12) > 1e-12 || v.PredicateOursShare != 0.02 || v.ScoreOursShare != 0.03 ||
+		math.Abs(v.Rest()-0.23) > 1e-12 || c.PredicateOursShare != 0 || d.ProfiledSeconds != 0 {
+		t.Errorf("profile phases: vgpu %+v, cpu-only %+v, deviceshare %+v", v, c, d)
 	}
 	if costed(Summarize(sampleInput().Results)) {
 		t.Error("a report without sessions or profiles got the cost table")

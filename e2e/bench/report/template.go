@@ -32,7 +32,17 @@ cluster's GPU nodes and control plane: they competed with it for CPU during the 
 | setup | sessions | scheduler CPU per session | scheduler CPU per pod bound | our code's share of the profiled CPU | node agents' CPU | apiserver + etcd CPU |
 |---|---|---|---|---|---|---|
 {{range .Rows}}| {{.Setup}} | {{if gt .Sessions 0.0}}{{count .Sessions}} | {{num .CPUPerSessionMs}} ms{{else}}— | —{{end}} | {{if gt .Bound 0.0}}{{num .CPUPerPodMs}} ms{{else}}—{{end}} | {{if gt .OwnCPUShare 0.0}}{{pct1 .OwnCPUShare}}{{else}}—{{end}} | {{num .NodeAgentCPUSeconds}} s | {{num .APIServerCPUSeconds}} s |
-{{end}}{{end}}{{with .Failures}}
+{{end}}{{end}}{{if .Phased}}
+The profiles by phase (shares of each profile's CPU, medians per run). **trying nodes**: Volcano's
+` + "`PredicateNodes`" + `, every plugin's predicate of a task on each node tried until enough feasible ones are
+found (a task that fits fewer nodes is tried on more); **scoring**: ` + "`PrioritizeNodes`" + `, every plugin's score
+of each feasible node; the **garbage collector**'s own goroutines (its assists count in the phase that
+allocated); **the rest**: snapshot, jobs and queues, binding. In brackets, the vgpu plugin's part of the phase.
+
+| setup | CPU profiled | trying nodes (vgpu plugin) | scoring nodes (vgpu plugin) | garbage collector | the rest |
+|---|---|---|---|---|---|
+{{range .Rows}}{{if gt .ProfiledSeconds 0.0}}| {{.Setup}} | {{num .ProfiledSeconds}} s | {{pct1 .PredicateShare}}{{if gt .OwnCPUShare 0.0}} ({{pct1 .PredicateOursShare}}){{end}} | {{pct1 .ScoreShare}}{{if gt .OwnCPUShare 0.0}} ({{pct1 .ScoreOursShare}}){{end}} | {{pct1 .GCShare}} | {{pct1 .Rest}} |
+{{end}}{{end}}{{end}}{{with .Failures}}
 **Runs that failed** (left out of the medians above):
 {{range .}}- {{.Setup}} run {{.Run}}: {{.Failed}}
 {{end}}{{end}}{{with .Retried}}

@@ -133,6 +133,8 @@ type Result struct {
 	// OwnCPUShare: the share of the profile's CPU samples with this
 	// repository's code (the vgpu plugin, the placement core) on the stack.
 	OwnCPUShare float64 `json:",omitempty"`
+	// ProfileShares: the profile's parts (Part*) as shares of its CPU.
+	ProfileShares map[string]float64 `json:",omitempty"`
 	// Failed is why the run ended without a measurement ("" when it was
 	// measured): the other fields hold what was measured before.
 	Failed string `json:",omitempty"`
@@ -256,11 +258,11 @@ func Run(ctx context.Context, o Options, s Setup, n int) (res Result, err error)
 				return
 			}
 			res.Profile = path
-			share, serr := ownShare(path)
+			share, parts, serr := ProfileShares(path)
 			if serr != nil {
 				logger.Error(serr, "Unreadable CPU profile")
 			}
-			res.OwnCPUShare = share
+			res.OwnCPUShare, res.ProfileShares = share, parts
 		}()
 	}
 	created := start

@@ -56,26 +56,75 @@ func sessionCount(r io.Reader) (int, error) {
 // plugin and the placement core it calls.
 const ownPrefix = "github.com/volcano-vgpu/volcano-vgpu/"
 
-// ownShare is the share of a CPU profile's samples with a frame of this
-// repository's code on their stack: what the vgpu plugin itself costs the
-// scheduler. Garbage collection of what it allocates runs on the runtime's
-// own goroutines and is not counted.
-func ownShare(path string) (float64, error) {
+// Profile parts: the keys of Result.ProfileShares. Volcano tries each task
+// on nodes (PredicateNodes: every plugin's predicate) and scores the nodes
+// that passed (PrioritizeNodes: every plugin's node order), per task and
+// node; the garbage collector's own goroutines run beside them. The three
+// are disjoint; the vgpu plugin's share inside each phase is its own part
+// (garbage collection assists run inside the phases and count there).
+const (
+	PartPredicate     = "predicate"
+	PartPredicateOurs = "predicate-ours"
+	PartScore         = "score"
+	PartScoreOurs     = "score-ours"
+	PartGC            = "gc"
+	// PartSeconds is not a share: the CPU seconds the profile sampled.
+	PartSeconds = "seconds"
+)
+
+// Frames that place a sample in a part (function-name prefixes).
+const (
+	predicateFrame = "volcano.sh/volcano/pkg/scheduler/util.(*predicateHelper).PredicateNodes"
+	scoreFrame     = "volcano.sh/volcano/pkg/scheduler/util.PrioritizeNodes"
+)
+
+// gcFrames are the roots of the garbage collector's own goroutines.
+func gcFrame(fn string) bool {
+	switch fn {
+	case "runtime.gcBgMarkWorker", "runtime.bgsweep", "runtime.bgscavenge":
+		return true
+	}
+	return false
+}
+
+// ProfileShares reads a CPU profile: the share of its samples with this
+// repository's code on the stack (what the vgpu plugin itself costs the
+// scheduler; garbage collection of what it allocates runs on the runtime's
+// own goroutines and is not counted) and the shares of the profile parts.
+func ProfileShares(path string) (own float64, parts map[string]float64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer f.Close()
 	p, err := pprofile.Parse(f)
 	if err != nil {
-		return 0, fmt.Errorf("CPU profile %s: %w", path, err)
+		return 0, nil, fmt.Errorf("CPU profile %s: %w", path, err)
 	}
-	return shareOf(p, ownPrefix)
+	own, parts, err = sharesOf(p, ownPrefix)
+	if err == nil && parts != nil {
+		parts[PartSeconds] = profiledSeconds(p)
+	}
+	return own, parts, err
 }
 
-// shareOf is the share of p's CPU time in samples with a function named
-// with prefix anywhere on their stack.
-func shareOf(p *pprofile.Profile, prefix string) (float64, error) {
+// profiledSeconds is the CPU time a CPU profile sampled.
+func profiledSeconds(p *pprofile.Profile) float64 {
+	var ns int64
+	for i, st := range p.SampleType {
+		if st.Type != "cpu" {
+			continue
+		}
+		for _, s := range p.Sample {
+			ns += s.Value[i]
+		}
+	}
+	return float64(ns) / 1e9
+}
+
+// sharesOf is the share of p's CPU time in samples with a function named
+// with prefix anywhere on their stack, and the shares of the parts.
+func sharesOf(p *pprofile.Profile, prefix string) (float64, map[string]float64, error) {
 	idx := -1
 	for i, st := range p.SampleType {
 		if st.Type == "cpu" {
@@ -83,31 +132,52 @@ func shareOf(p *pprofile.Profile, prefix string) (float64, error) {
 		}
 	}
 	if idx < 0 {
-		return 0, fmt.Errorf("not a CPU profile (sample types %v)", p.SampleType)
+		return 0, nil, fmt.Errorf("not a CPU profile (sample types %v)", p.SampleType)
 	}
 	var total, own int64
+	sums := map[string]int64{}
 	for _, s := range p.Sample {
 		v := s.Value[idx]
 		total += v
-		if onStack(s, prefix) {
+		var ours, pred, score, gc bool
+		for _, loc := range s.Location {
+			for _, l := range loc.Line {
+				if l.Function == nil {
+					continue
+				}
+				fn := l.Function.Name
+				ours = ours || strings.HasPrefix(fn, prefix)
+				pred = pred || strings.HasPrefix(fn, predicateFrame)
+				score = score || strings.HasPrefix(fn, scoreFrame)
+				gc = gc || gcFrame(fn)
+			}
+		}
+		if ours {
 			own += v
+		}
+		switch {
+		case pred:
+			sums[PartPredicate] += v
+			if ours {
+				sums[PartPredicateOurs] += v
+			}
+		case score:
+			sums[PartScore] += v
+			if ours {
+				sums[PartScoreOurs] += v
+			}
+		case gc:
+			sums[PartGC] += v
 		}
 	}
 	if total == 0 {
-		return 0, nil
+		return 0, nil, nil
 	}
-	return float64(own) / float64(total), nil
-}
-
-func onStack(s *pprofile.Sample, prefix string) bool {
-	for _, loc := range s.Location {
-		for _, l := range loc.Line {
-			if l.Function != nil && strings.HasPrefix(l.Function.Name, prefix) {
-				return true
-			}
-		}
+	parts := make(map[string]float64, len(sums))
+	for k, v := range sums {
+		parts[k] = float64(v) / float64(total)
 	}
-	return false
+	return float64(own) / float64(total), parts, nil
 }
 
 // cpuBeside is the CPU the processes beside vc-scheduler have used so far,

@@ -3,6 +3,8 @@ package runner
 import (
 	"bytes"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -69,25 +71,33 @@ func cpuProfile(stacks [][]string, values []int64) *pprofile.Profile {
 	return p
 }
 
-func TestShareOf(t *testing.T) {
+func TestSharesOf(t *testing.T) {
 	const plugin = ownPrefix + "plugins/vgpu.(*plugin).predicate"
+	const score = ownPrefix + "plugins/vgpu.(*plugin).batchNodeOrder"
 	const core = ownPrefix + "plugins/placement.(*Fitter).Fit"
+	const tryNode = predicateFrame + ".func1"
+	const worker = "k8s.io/client-go/util/workqueue.ParallelizeUntil.func1"
 	tests := []struct {
 		name   string
 		stacks [][]string
 		values []int64
 		want   float64
+		parts  map[string]float64
 	}{
-		{name: "ours anywhere on the stack", want: 0.4,
+		{name: "ours anywhere on the stack, in the phase it ran in", want: 0.5,
 			stacks: [][]string{
-				{"runtime.mallocgc", core, plugin, "volcano.sh/volcano/pkg/scheduler/framework.(*Session).PredicateFn"},
-				{"volcano.sh/volcano/pkg/scheduler/plugins/nodeorder.(*NodeOrderPlugin).NodeOrderFn"},
-				{"runtime.gcBgMarkWorker"},
+				{"runtime.mallocgc", core, plugin, "volcano.sh/volcano/pkg/scheduler/framework.(*Session).PredicateFn", tryNode, worker},
+				{"volcano.sh/volcano/pkg/scheduler/plugins/predicates.(*PredicatesPlugin).Predicate", tryNode, worker},
+				{score, scoreFrame + ".func3", worker},
+				{"volcano.sh/volcano/pkg/scheduler/plugins/nodeorder.(*NodeOrderPlugin).NodeOrderFn", scoreFrame + ".func2"},
+				{"runtime.gcDrain", "runtime.gcBgMarkWorker"},
+				{"volcano.sh/volcano/pkg/scheduler.(*Scheduler).runOnce"},
 			},
-			values: []int64{40, 50, 10}},
-		{name: "none of ours", want: 0,
+			values: []int64{40, 10, 10, 20, 15, 5},
+			parts:  map[string]float64{PartPredicate: 0.5, PartPredicateOurs: 0.4, PartScore: 0.3, PartScoreOurs: 0.1, PartGC: 0.15}},
+		{name: "none of ours", want: 0, parts: map[string]float64{},
 			stacks: [][]string{{"volcano.sh/volcano/pkg/scheduler.(*Scheduler).runOnce"}}, values: []int64{7}},
-		{name: "a look-alike module is not ours", want: 0,
+		{name: "a look-alike module is not ours", want: 0, parts: map[string]float64{},
 			stacks: [][]string{{"github.com/volcano-vgpu/volcano-vgpu-fork/plugins.X"}}, values: []int64{7}},
 	}
 	for _, tt := range tests {
@@ -102,13 +112,43 @@ func TestShareOf(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := shareOf(parsed, ownPrefix)
+			got, parts, err := sharesOf(parsed, ownPrefix)
 			if err != nil || math.Abs(got-tt.want) > 1e-9 {
-				t.Fatalf("shareOf = %v, %v; want %v", got, err, tt.want)
+				t.Fatalf("sharesOf = %v, %v; want %v", got, err, tt.want)
+			}
+			if len(parts) != len(tt.parts) {
+				t.Errorf("parts %v, want %v", parts, tt.parts)
+			}
+			for k, v := range tt.parts {
+				if math.Abs(parts[k]-v) > 1e-9 {
+					t.Errorf("part %s = %v, want %v (all: %v)", k, parts[k], v, parts)
+				}
 			}
 		})
 	}
-	if _, err := shareOf(&pprofile.Profile{SampleType: []*pprofile.ValueType{{Type: "alloc_space", Unit: "bytes"}}}, ownPrefix); err == nil {
+	if _, _, err := sharesOf(&pprofile.Profile{SampleType: []*pprofile.ValueType{{Type: "alloc_space", Unit: "bytes"}}}, ownPrefix); err == nil {
 		t.Fatal("a heap profile was read as a CPU profile")
+	}
+}
+
+func TestProfileSharesFromFile(t *testing.T) {
+	p := cpuProfile([][]string{{predicateFrame}, {"runtime.gcBgMarkWorker"}}, []int64{3e9, 1e9})
+	path := filepath.Join(t.TempDir(), "vgpu-1.pprof")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Write(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	own, parts, err := ProfileShares(path)
+	if err != nil || own != 0 || parts[PartSeconds] != 4 || parts[PartPredicate] != 0.75 || parts[PartGC] != 0.25 {
+		t.Fatalf("ProfileShares = %v, %v, %v; want 0, 4 s sampled, predicate 0.75, gc 0.25", own, parts, err)
+	}
+	if _, _, err := ProfileShares(filepath.Join(t.TempDir(), "missing.pprof")); err == nil {
+		t.Fatal("a missing profile was read")
 	}
 }

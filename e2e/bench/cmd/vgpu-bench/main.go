@@ -163,6 +163,17 @@ func run(ctx context.Context, f flags) (err error) {
 		if in.RawFile == "" { // results written before the field existed
 			in.RawFile = f.from
 		}
+		for i := range in.Results { // profiles read before their phases were
+			r := &in.Results[i]
+			if r.Profile == "" || r.ProfileShares != nil {
+				continue
+			}
+			if _, parts, perr := runner.ProfileShares(r.Profile); perr == nil {
+				r.ProfileShares = parts
+			} else {
+				logger.Info("Profile phases left out", "setup", r.Setup, "run", r.Run, "err", perr)
+			}
+		}
 		if f.note != "" {
 			in.Note = f.note
 		}
