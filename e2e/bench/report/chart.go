@@ -17,6 +17,7 @@ var colors = map[string]color.Color{
 	VGPU:        color.RGBA{R: 0x2b, G: 0x6c, B: 0xb0, A: 0xff},
 	Deviceshare: color.RGBA{R: 0xd9, G: 0x5f, B: 0x0e, A: 0xff},
 	CPUOnly:     color.RGBA{R: 0x88, G: 0x88, B: 0x88, A: 0xff},
+	NoGPUPlugin: color.RGBA{R: 0x55, G: 0xa8, B: 0x68, A: 0xff},
 }
 
 // panel is one bar chart of the chart.

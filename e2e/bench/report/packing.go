@@ -62,7 +62,7 @@ func PackingRows(results []runner.Result, ref *Reference, c trace.Capacity) []Pa
 	}
 	var rows []PackingRow
 	for _, s := range Summarize(results) {
-		if s.Setup == CPUOnly {
+		if s.Setup == CPUOnly || s.Setup == NoGPUPlugin { // no GPU chosen
 			continue
 		}
 		r := row(s.Setup, s.Bound, metrics.Packing{MemoryMiB: int64(s.MemoryMiB), GPUsUsed: int(s.GPUsUsed), PartlyUsed: int(s.PartlyUsed), OverBooked: int(s.OverBooked)}, s.GPU)

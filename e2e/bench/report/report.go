@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"text/template"
 
@@ -19,6 +20,10 @@ const (
 	VGPU        = "vgpu"
 	Deviceshare = "deviceshare"
 	CPUOnly     = "cpu-only"
+	// NoGPUPlugin: vgpu's pods, GPU requests included, scheduled by the
+	// cpu-only configuration: what Volcano itself spends on GPU pods (their
+	// extended resources), placed by node totals with no GPU chosen.
+	NoGPUPlugin = "no-gpu-plugin"
 )
 
 // Machine describes where the runs happened (no host names, no paths).
@@ -135,7 +140,7 @@ func Summarize(results []runner.Result) []Row {
 			}
 			return metrics.Median(xs)
 		}
-		row := Row{Setup: name, Runs: len(rs), Pods: rs[0].Pods, GPU: name != CPUOnly}
+		row := Row{Setup: name, Runs: len(rs), Pods: rs[0].Pods, GPU: name != CPUOnly && name != NoGPUPlugin}
 		bound := 0
 		for _, r := range rs {
 			bound += r.Bound
@@ -342,6 +347,9 @@ func Markdown(in Input) (string, error) {
 		Retried  []runner.Result
 		Costed   bool // sessions or a profile were read: the cost table applies
 		Phased   bool // profiles were split into phases: the phase table applies
-	}{in, rows, Headline(rows), PackingRows(in.Results, in.Reference, in.Load.Capacity), Failures(in.Results), Retried(in.Results), costed(rows), phased(rows)})
+		// NoGPUPlugin: a no-gpu-plugin setup ran, to be described
+		NoGPUPlugin bool
+	}{in, rows, Headline(rows), PackingRows(in.Results, in.Reference, in.Load.Capacity), Failures(in.Results), Retried(in.Results), costed(rows), phased(rows),
+		slices.ContainsFunc(in.Results, func(r runner.Result) bool { return r.Setup == NoGPUPlugin })})
 	return b.String(), err
 }

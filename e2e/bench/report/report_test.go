@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -245,5 +246,34 @@ func TestChartIsAPNG(t *testing.T) {
 	}
 	if b := img.Bounds(); b.Dx() < 600 || b.Dy() < 200 {
 		t.Errorf("chart is %v", b)
+	}
+}
+
+func TestNoGPUPluginChoosesNoGPUs(t *testing.T) {
+	in := sampleInput()
+	var extra []runner.Result
+	for _, r := range in.Results {
+		if r.Setup == CPUOnly {
+			r.Setup = NoGPUPlugin
+			extra = append(extra, r)
+		}
+	}
+	in.Results = append(in.Results, extra...)
+	rows := Summarize(in.Results)
+	last := rows[len(rows)-1]
+	if last.Setup != NoGPUPlugin || last.GPU {
+		t.Fatalf("last row %s with GPU %t, want %s without GPU columns", last.Setup, last.GPU, NoGPUPlugin)
+	}
+	for _, p := range PackingRows(in.Results, in.Reference, in.Load.Capacity) {
+		if p.Setup == NoGPUPlugin {
+			t.Errorf("packing row for %s, which chose no GPU", NoGPUPlugin)
+		}
+	}
+	md, err := Markdown(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md, "`no-gpu-plugin` with the same configuration and vgpu's pods") {
+		t.Error("the report does not say what no-gpu-plugin ran")
 	}
 }

@@ -89,7 +89,9 @@ Transient failures met while creating (each retried with backoff, so the run cou
   vgpu: ` + "`VGPUEnable`" + `, ` + "`SchedulePolicy: binpack`" + `, ` + "`ScheduleWeight: 10`" + ` like ` + "`vgpu.weight`" + `, listed before
   ` + "`predicates`" + `; v1.14.1's own vGPU guide lists it after, which changes only which failing predicate is
   reported, since every predicate must pass and scores add up); ` + "`cpu-only`" + ` with ` + "`config/scheduler/cpu-only.conf`" + ` (no GPU plugin) and the same pods
-  without their GPU resources. Setups are interleaved (vgpu, deviceshare, cpu-only, then again), so
+  without their GPU resources{{if .NoGPUPlugin}}; ` + "`no-gpu-plugin`" + ` with the same configuration and vgpu's pods, GPU
+  requests included: what Volcano itself spends on GPU pods (their extended resources, nodes that lack
+  them), placed by node totals with no GPU chosen and no assignment written{{end}}. Setups are interleaved (vgpu, deviceshare, cpu-only, then again), so
   load from other work on the machine falls on all of them alike.
 - **deviceshare's credentials**: it reaches the apiserver only through ` + "`rest.InClusterConfig()`" + `;
   vc-scheduler gets ` + "`KUBERNETES_SERVICE_HOST/PORT`" + ` and {{.Sandbox}}

@@ -92,7 +92,7 @@ func main() {
 	flag.Uint64Var(&f.seed, "seed", 1, "trace seed")
 	flag.DurationVar(&f.timeout, "timeout", 2*time.Minute, "stop waiting for binds this long after creation")
 	flag.DurationVar(&f.stall, "stall", time.Minute, "stop waiting after this long without a new bind")
-	flag.StringVar(&f.setups, "setups", "vgpu,deviceshare,cpu-only", "setups to run, in this order each round")
+	flag.StringVar(&f.setups, "setups", "vgpu,deviceshare,cpu-only", "setups to run, in this order each round (also "+report.NoGPUPlugin+": vgpu's pods, GPU requests included, with the cpu-only configuration)")
 	flag.IntVar(&f.workers, "workers", 8, "concurrent creators")
 	flag.Float64Var(&f.qps, "qps", 200, "creates per second, all creators together, retries included (0: as fast as the workers go)")
 	flag.DurationVar(&f.profile, "profile", 0, "take a CPU profile of vc-scheduler for this long from the first pod create of every run (pprof, under _output/bench/profiles)")
@@ -165,7 +165,7 @@ func run(ctx context.Context, f flags) (err error) {
 		}
 		for i := range in.Results { // profiles read before their phases were
 			r := &in.Results[i]
-			if r.Profile == "" || r.ProfileShares != nil {
+			if r.Profile == "" || r.ProfileShares[runner.PartSeconds] > 0 {
 				continue
 			}
 			if _, parts, perr := runner.ProfileShares(r.Profile); perr == nil {
@@ -330,12 +330,13 @@ func chooseSetups(root, list string) ([]runner.Setup, error) {
 		report.VGPU:        {Name: report.VGPU, SchedulerConf: conf("volcano-scheduler.conf"), GPU: true, Placement: runner.VGPUPlacement},
 		report.Deviceshare: {Name: report.Deviceshare, SchedulerConf: conf("deviceshare.conf"), GPU: true, Placement: runner.DevicesharePlacement},
 		report.CPUOnly:     {Name: report.CPUOnly, SchedulerConf: conf("cpu-only.conf")},
+		report.NoGPUPlugin: {Name: report.NoGPUPlugin, SchedulerConf: conf("cpu-only.conf"), GPU: true},
 	}
 	var out []runner.Setup
 	for _, name := range strings.Split(list, ",") {
 		s, ok := all[strings.TrimSpace(name)]
 		if !ok {
-			return nil, fmt.Errorf("-setups: unknown setup %q: expected %s, %s or %s", name, report.VGPU, report.Deviceshare, report.CPUOnly)
+			return nil, fmt.Errorf("-setups: unknown setup %q: expected %s, %s, %s or %s", name, report.VGPU, report.Deviceshare, report.CPUOnly, report.NoGPUPlugin)
 		}
 		out = append(out, s)
 	}
