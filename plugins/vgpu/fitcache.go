@@ -55,9 +55,20 @@ func newNodeFits(n *placement.Node, idx int) *nodeFits {
 
 // shapeMemo holds one request shape's answers, one slot per GPU node of
 // the session (nodeFits.idx); a slot's answer counts while its version is
-// the node's.
+// the node's. The slots are made on the shape's first Fit: a task tried on
+// nodes visits a share of them anyway, one parsed only costs nothing.
 type shapeMemo struct {
+	nodes int
+	once  sync.Once
 	slots []atomic.Pointer[fitEntry]
+}
+
+func (m *shapeMemo) slot(idx int) *atomic.Pointer[fitEntry] {
+	m.once.Do(func() { m.slots = make([]atomic.Pointer[fitEntry], m.nodes) })
+	if idx >= len(m.slots) {
+		return nil
+	}
+	return &m.slots[idx]
 }
 
 // fit is Fit of the task's request on nf's node with gang (may be nil), from
@@ -67,10 +78,13 @@ func (p *plugin) fit(r requestResult, job schedapi.JobID, nf *nodeFits, gang *pl
 	if gang != nil && len(gang.Placed[n.Name].GPUs) > 0 {
 		return p.fitSteered(r, fitKey{shape: r.fitShape, job: job}, nf, gang)
 	}
-	if r.memo == nil || nf.idx >= len(r.memo.slots) {
+	var slot *atomic.Pointer[fitEntry]
+	if r.memo != nil {
+		slot = r.memo.slot(nf.idx)
+	}
+	if slot == nil {
 		return p.fitNow(r, nf, gang, nf.version.Load())
 	}
-	slot := &r.memo.slots[nf.idx]
 	version := nf.version.Load()
 	if e := slot.Load(); e != nil && e.version == version {
 		return e
@@ -150,7 +164,7 @@ func (p *plugin) shapeID(key string) (int32, *shapeMemo) {
 	}
 	s, ok := p.shapes[key]
 	if !ok {
-		s = shapeNumber{id: int32(len(p.shapes)), memo: &shapeMemo{slots: make([]atomic.Pointer[fitEntry], len(p.fits))}}
+		s = shapeNumber{id: int32(len(p.shapes)), memo: &shapeMemo{nodes: len(p.fits)}}
 		p.shapes[key] = s
 	}
 	return s.id, s.memo
