@@ -159,6 +159,11 @@ func Summarize(results []runner.Result) []Row {
 		row.SchedulerCPUSeconds = med(func(r runner.Result) float64 { return r.SchedulerCPUSeconds })
 		row.SchedulerPeakRSSMiB = med(func(r runner.Result) float64 { return r.SchedulerPeakRSSMiB })
 		row.PrefixPods = med(func(r runner.Result) float64 { return r.Prefix.Pods })
+		if name == NoGPUPlugin {
+			// Bound without a GPU assigned, its pods fail admission on their
+			// nodes and their jobs replace them: no prefix to read.
+			row.PrefixPods = -1
+		}
 		row.GPUsUsed = med(func(r runner.Result) float64 { return float64(r.Packing.GPUsUsed) })
 		row.PartlyUsed = med(func(r runner.Result) float64 { return float64(r.Packing.PartlyUsed) })
 		row.OverBooked = med(func(r runner.Result) float64 { return float64(r.Packing.OverBooked) })

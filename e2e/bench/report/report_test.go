@@ -261,8 +261,8 @@ func TestNoGPUPluginChoosesNoGPUs(t *testing.T) {
 	in.Results = append(in.Results, extra...)
 	rows := Summarize(in.Results)
 	last := rows[len(rows)-1]
-	if last.Setup != NoGPUPlugin || last.GPU {
-		t.Fatalf("last row %s with GPU %t, want %s without GPU columns", last.Setup, last.GPU, NoGPUPlugin)
+	if last.Setup != NoGPUPlugin || last.GPU || last.PrefixPods >= 0 {
+		t.Fatalf("last row %s with GPU %t, prefix %v; want %s without GPU columns or prefix", last.Setup, last.GPU, last.PrefixPods, NoGPUPlugin)
 	}
 	for _, p := range PackingRows(in.Results, in.Reference, in.Load.Capacity) {
 		if p.Setup == NoGPUPlugin {

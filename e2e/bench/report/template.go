@@ -18,7 +18,7 @@ rate, and where 5000 nodes break](benchmarks-scale.md).
 {{end}}{{end}}
 | setup | pods bound | PodGroups created in | pods created in | last pod bound after | pods/s | scheduler CPU | scheduler peak RSS | trace placed before the first unschedulable job | GPUs used | GPUs partly used | GPUs over-booked | multi-GPU containers on the best-connected set |
 |---|---|---|---|---|---|---|---|---|---|---|---|---|
-{{range .Rows}}| {{.Setup}} | {{count .Bound}} / {{.Pods}}{{if lt .AllBoundRuns .Runs}} ({{.AllBoundRuns}}/{{.Runs}} runs all bound){{end}} | {{num .GroupSeconds}} s | {{num .CreateSeconds}} s | {{if gt .Bound 0.0}}{{num .BindSeconds}} s{{else}}—{{end}} | **{{num .PodsPerSecond}}** | {{num .SchedulerCPUSeconds}} s | {{num .SchedulerPeakRSSMiB}} MiB | {{pct .PrefixPods}} | {{gpu . (count .GPUsUsed)}} | {{gpu . (count .PartlyUsed)}} | {{gpu . (count .OverBooked)}} | {{gpu . (pct .BestLinkedShare)}} |
+{{range .Rows}}| {{.Setup}} | {{count .Bound}} / {{.Pods}}{{if lt .AllBoundRuns .Runs}} ({{.AllBoundRuns}}/{{.Runs}} runs all bound){{end}} | {{num .GroupSeconds}} s | {{num .CreateSeconds}} s | {{if gt .Bound 0.0}}{{num .BindSeconds}} s{{else}}—{{end}} | **{{num .PodsPerSecond}}** | {{num .SchedulerCPUSeconds}} s | {{num .SchedulerPeakRSSMiB}} MiB | {{if lt .PrefixPods 0.0}}—{{else}}{{pct .PrefixPods}}{{end}} | {{gpu . (count .GPUsUsed)}} | {{gpu . (count .PartlyUsed)}} | {{gpu . (count .OverBooked)}} | {{gpu . (pct .BestLinkedShare)}} |
 {{end}}{{if .Costed}}
 Where the scheduler's CPU went (medians per run). **sessions**: scheduling cycles vc-scheduler had
 completed at the last bind (a snapshot of the cluster and a pass over the pending tasks; a new one
@@ -91,7 +91,8 @@ Transient failures met while creating (each retried with backoff, so the run cou
   reported, since every predicate must pass and scores add up); ` + "`cpu-only`" + ` with ` + "`config/scheduler/cpu-only.conf`" + ` (no GPU plugin) and the same pods
   without their GPU resources{{if .NoGPUPlugin}}; ` + "`no-gpu-plugin`" + ` with the same configuration and vgpu's pods, GPU
   requests included: what Volcano itself spends on GPU pods (their extended resources, nodes that lack
-  them), placed by node totals with no GPU chosen and no assignment written{{end}}. Setups are interleaved (vgpu, deviceshare, cpu-only, then again), so
+  them), placed by node totals with no GPU chosen and no assignment written (bound, its pods fail admission
+  on their nodes as they would under a real kubelet, and their jobs replace them){{end}}. Setups are interleaved (vgpu, deviceshare, cpu-only, then again), so
   load from other work on the machine falls on all of them alike.
 - **deviceshare's credentials**: it reaches the apiserver only through ` + "`rest.InClusterConfig()`" + `;
   vc-scheduler gets ` + "`KUBERNETES_SERVICE_HOST/PORT`" + ` and {{.Sandbox}}
