@@ -248,7 +248,7 @@ func (r *Runner) Tick(ctx context.Context) {
 			g = NewGPU()
 			r.gpus[uuid] = g
 		}
-		in := Input{BusyNs: busy, PeriodNs: period, NowNs: now}
+		in := Input{BusyNs: busy, PeriodNs: period, NowNs: now, LagNs: float64(now - min(now, w.EndNs))}
 		if r.Owners != nil {
 			// tenants with a usage report: one that never launched (no
 			// report yet) has no sample to wait for
@@ -272,7 +272,7 @@ func (r *Runner) Tick(ctx context.Context) {
 		for _, t := range list {
 			// the work launched by the end of the window, read at its edge
 			h := r.hist[t.UsagePath+"#"+strconv.Itoa(t.Index)]
-			rep := Report{Launched: h.report(w.EndNs, now), Waits: h.waits, Latest: h.latest()}
+			rep := Report{Launched: h.report(w.EndNs, now), Waits: h.waits, Latest: h.latest(), Lost: h.rewound > w.EndNs}
 			in.Tenants = append(in.Tenants, TenantInput{Tenant: t.Tenant, Report: rep})
 			kept = append(kept, t)
 		}
