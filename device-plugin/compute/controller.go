@@ -45,7 +45,15 @@ type Input struct {
 	NowNs    uint64 // CLOCK_MONOTONIC, stamped into the allowances
 	// LagNs: how long before NowNs the period ended (device samples arrive
 	// late); the loop's dead time.
-	LagNs   float64
+	LagNs float64
+	// Partial: the period began before the GPU's tenants last changed (one
+	// started, one left), so its busy time may hold work that no tenant's
+	// counter covers: a tenant's launches before its first reading, the last
+	// work of one gone. Seen late, such periods came after a change for
+	// 200 ms and read a joining pair's cost at 160-257 ns per unit for a
+	// true 125 (fake driver). It neither teaches the cost estimate nor
+	// moves a tenant's integral or the back-off.
+	Partial bool
 	Tenants []TenantInput
 	// Measurement, when per-process samples for a window arrived since the
 	// last period (about once a second; nil otherwise and without Owners).
@@ -114,6 +122,7 @@ type GPU struct {
 	// the active shares leave room: the attribution is then off (work queues),
 	// and every limited tenant backs off until the GPU shows idle time again.
 	saturated int
+	lastK     map[string]float64 // the costs the last attribution used
 	// backedAt: when the back-off last deepened. A window that ended before
 	// it shows launches made before it: with late samples the back-off held
 	// deepening on them for periods after the GPU had gone idle, then the
@@ -208,7 +217,7 @@ func (g *GPU) Step(in Input) []Decision {
 	for key := range g.tenants {
 		if !present[key] {
 			delete(g.tenants, key)
-			g.est.forget(key)
+			g.est.forget(key, g.lastK)
 		}
 	}
 	sort.Strings(keys)
@@ -216,7 +225,9 @@ func (g *GPU) Step(in Input) []Decision {
 	for _, key := range keys {
 		steady[key] = g.tenants[key].periods > settlePeriods
 	}
-	g.est.add(in.BusyNs, P, units, steady)
+	if !in.Partial {
+		g.est.add(in.BusyNs, P, units, steady)
+	}
 	k := g.est.fit(keys)
 	if m := in.Measurement; m != nil {
 		g.foreign.add(*m)
@@ -261,6 +272,7 @@ func (g *GPU) Step(in Input) []Decision {
 			k[key], calibrated[key] = c, true
 		}
 	}
+	g.lastK = k
 	foreign := g.Foreign()
 
 	// attribution: the busy time foreign load leaves, split by units
@@ -282,12 +294,14 @@ func (g *GPU) Step(in Input) []Decision {
 			claimed += shares[t.Key]
 		}
 	}
-	if in.BusyNs >= saturatedAt*P && claimed+foreign < saturatedAt {
+	switch {
+	case in.Partial: // says nothing about the tenants: the back-off holds
+	case in.BusyNs >= saturatedAt*P && claimed+foreign < saturatedAt:
 		if g.saturated == 0 || float64(in.NowNs)-in.LagNs >= float64(g.backedAt) {
 			g.saturated++
 			g.backedAt = in.NowNs
 		}
-	} else {
+	default:
 		g.saturated = 0
 	}
 	backoff := 1.0
@@ -415,7 +429,7 @@ func (g *GPU) decide(t TenantInput, st *tenantState, in Input, P, a, k, fk, shar
 		return c
 	}
 	e := (share - a/P) * P
-	if e < 0 || throttled {
+	if !in.Partial && (e < 0 || throttled) {
 		st.integ += e
 	}
 	lim := 3 * max(share, 0.02) * P

@@ -29,6 +29,7 @@ type Source interface {
 // history is one container's launched counter over the last seconds, read at
 // every poll, so that the work of a sample window is read at its edges.
 type history struct {
+	uuid    string   // the GPU
 	t       []uint64 // ns, increasing
 	v       []uint64
 	waits   uint64
@@ -137,6 +138,10 @@ type Runner struct {
 	files   map[string]*controlMap
 	hist    map[string]*history // by usage path
 	samples map[string]*gpuSamples
+	// changed: per GPU, when its tenants last changed (one's first reading,
+	// one gone); a window that started before then may hold work no
+	// tenant's counter covers (Input.Partial)
+	changed map[string]uint64
 }
 
 // Observation is one control period of one GPU.
@@ -174,7 +179,7 @@ func (r *Runner) Tick(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	if r.gpus == nil {
 		r.gpus, r.files, r.hist = map[string]*GPU{}, map[string]*controlMap{}, map[string]*history{}
-		r.samples = map[string]*gpuSamples{}
+		r.samples, r.changed = map[string]*gpuSamples{}, map[string]uint64{}
 	}
 	ts, err := r.List()
 	if err != nil {
@@ -187,21 +192,27 @@ func (r *Runner) Tick(ctx context.Context) {
 		seen[key] = true
 		h := r.hist[key]
 		if h == nil {
-			h = &history{}
+			h = &history{uuid: t.UUID}
 			r.hist[key] = h
 		}
 		b, err := readUsage(t.UsagePath, t.Devices)
 		switch {
 		case err == nil:
 			u := api.ReadUsage(b, t.Index)
+			if len(h.t) == 0 { // its first reading: what it ran before is in no counter read
+				r.changed[t.UUID] = now
+			}
 			h.add(now, u.Launched, u.Waits)
 		case errors.Is(err, fs.ErrNotExist): // no process started yet
 		default:
 			logger.V(2).Info("Ignoring a container's usage report", "gpu", t.UUID, "container", t.Key, "err", err)
 		}
 	}
-	for key := range r.hist {
+	for key, h := range r.hist {
 		if !seen[key] {
+			if len(h.t) > 0 { // its last work still shows in windows to come
+				r.changed[h.uuid] = now
+			}
 			delete(r.hist, key)
 		}
 	}
@@ -213,6 +224,7 @@ func (r *Runner) Tick(ctx context.Context) {
 		if len(byGPU[uuid]) == 0 {
 			delete(r.gpus, uuid)
 			delete(r.samples, uuid)
+			delete(r.changed, uuid)
 		}
 	}
 	procs, _ := r.Source.(ProcessSource)
@@ -248,7 +260,8 @@ func (r *Runner) Tick(ctx context.Context) {
 			g = NewGPU()
 			r.gpus[uuid] = g
 		}
-		in := Input{BusyNs: busy, PeriodNs: period, NowNs: now, LagNs: float64(now - min(now, w.EndNs))}
+		in := Input{BusyNs: busy, PeriodNs: period, NowNs: now, LagNs: float64(now - min(now, w.EndNs)),
+			Partial: w.StartNs < r.changed[uuid]}
 		if r.Owners != nil {
 			// tenants with a usage report: one that never launched (no
 			// report yet) has no sample to wait for

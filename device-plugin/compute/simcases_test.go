@@ -66,6 +66,13 @@ func TestSimShares(t *testing.T) {
 		// samples, simulated; docs/limiter.md), so this case runs noise-free.
 		{name: "controller dies, different programs", specs: []simTenant{simT("a", 30, simOneWarp), simT("b", 60, simPlain)},
 			opts: simOptions{stopController: 5 * time.Second, noiseFree: true}, want: map[string]float64{"a": 30, "b": 60}},
+		// x's last work still shows in the windows after it left (seen late):
+		// it must not count as the pair's, whose fallback holds from 7 s
+		{name: "a pair starts as another leaves, controller dies 3 s later", specs: []simTenant{
+			{name: "x", cores: 90, prog: simPlain, secs: 4, owned: true},
+			{name: "a", cores: 30, prog: simPlain, secs: 8, owned: true, start: 4 * time.Second},
+			{name: "b", cores: 60, prog: simPlain, secs: 8, owned: true, start: 4 * time.Second}},
+			opts: simOptions{stopController: 7 * time.Second}, want: map[string]float64{"a": 30, "b": 60}},
 		{name: "b rewinds its report", specs: []simTenant{simT("a", 30, simPlain), {name: "b", cores: 60, prog: simPlain, secs: 12, owned: true, rewind: true}},
 			want: map[string]float64{"a": 30, "b": 60}},
 		{name: "a starts 3 s after b", specs: []simTenant{{name: "a", cores: 30, prog: simOneWarp, secs: 9, owned: true, start: 3 * time.Second}, simT("b", 60, simPlain)},

@@ -123,6 +123,7 @@ struct fk_globals {
 	uint64_t ctx_held[FK_MAX_DEV]; /* all this process's contexts hold, given back at exit */
 	uint64_t ns_per_block, max_queue_ns, sample_ns, proc_sample_ns;
 	uint64_t slice_ns, switch_ns; /* FAKEGPU_SLICE_US, FAKEGPU_SWITCH_US (slice 0: not set) */
+	int slice_set;                /* FAKEGPU_SLICE_US is in the environment (0: slicing off) */
 	uint64_t launch_ns, memset_ns_per_mib, memcpy_ns_per_mib, sample_delay_ns, sample_window_ns;
 	unsigned nvml_pid_offset, proc_noise;
 	char dir[512];

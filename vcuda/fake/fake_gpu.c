@@ -86,7 +86,10 @@ struct fk_state *fk_map(const char *uuid, uint64_t total, int create)
 		s->cur = -1;
 		__atomic_store_n(&s->magic, FK_MAGIC, __ATOMIC_RELEASE);
 	}
-	if (s != MAP_FAILED && fk.slice_ns) { /* every process of a device must agree */
+	/* Every process of a device must agree. A process that sets FAKEGPU_SLICE_US (0 too) sets
+	 * the device's mode for the processes after it: the state file outlives them, and a suite
+	 * that ran sliced tenants would otherwise leave the device sliced for the next ones. */
+	if (s != MAP_FAILED && fk.slice_set) {
 		fk_lock(s);
 		s->slice_ns = fk.slice_ns;
 		s->switch_ns = fk.switch_ns;
@@ -175,6 +178,7 @@ static void init_once(void)
 	/* Time slicing between contexts, as a real GPU without MPS runs them: a slice of
 	 * FAKEGPU_SLICE_US, then the next context with work, a switch costing FAKEGPU_SWITCH_US. */
 	fk.slice_ns = env_u64("FAKEGPU_SLICE_US", 0) * 1000;
+	fk.slice_set = getenv("FAKEGPU_SLICE_US") != NULL;
 	fk.switch_ns = env_u64("FAKEGPU_SWITCH_US", 0) * 1000;
 	fk.launch_ns = env_u64("FAKEGPU_LAUNCH_NS", 4000);
 	fk.memset_ns_per_mib = env_u64("FAKEGPU_MEMSET_NS_PER_MIB", 1000);
