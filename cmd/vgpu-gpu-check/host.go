@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -206,6 +207,8 @@ func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenan
 		}
 		return out, nil
 	}, owners)
+	var lags []time.Duration // read once Run has returned
+	r.Observe = func(o compute.Observation) { lags = append(lags, o.Lag) }
 	done := make(chan struct{})
 	go func() { defer close(done); _ = r.Run(ctx) }()
 	sampler := newPidSampler(h.dev, owners)
@@ -225,7 +228,26 @@ func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenan
 	for i, t := range tens {
 		keys[i] = t.tenancy.Key
 	}
-	return got, sampler.summary(keys), err
+	notes := []string{}
+	for _, n := range []string{sampler.summary(keys), lagSummary(lags)} {
+		if n != "" {
+			notes = append(notes, n)
+		}
+	}
+	return got, strings.Join(notes, "; "), err
+}
+
+// lagSummary says how late the controller read the device's utilization
+// samples in a row (the fakes model 0-300 ms; a real driver's is what this
+// measures): the median and the largest, "" without any.
+func lagSummary(lags []time.Duration) string {
+	if len(lags) == 0 {
+		return ""
+	}
+	s := slices.Clone(lags)
+	slices.Sort(s)
+	return fmt.Sprintf("device samples read %d ms late (median of %d; max %d)",
+		s[len(s)/2].Milliseconds(), len(s), s[len(s)-1].Milliseconds())
 }
 
 // runTogether runs every tenant's workload at once (tenant i's container,

@@ -146,9 +146,12 @@ type Runner struct {
 
 // Observation is one control period of one GPU.
 type Observation struct {
-	UUID      string
-	Busy      float64 // the GPU's busy fraction in the period
-	Foreign   float64 // fraction of the GPU taken by work no tenant's samples explain (GPU.Foreign)
+	UUID    string
+	Busy    float64 // the GPU's busy fraction in the period
+	Foreign float64 // fraction of the GPU taken by work no tenant's samples explain (GPU.Foreign)
+	// Lag: how long ago the period ended when its device samples were read
+	// (they arrive late; the poll's granularity included)
+	Lag       time.Duration
 	Decisions []Decision
 }
 
@@ -303,7 +306,7 @@ func (r *Runner) Tick(ctx context.Context) {
 			logger.V(5).Info("Per-process samples", "gpu", uuid, "span", m.SpanNs, "tenants", len(m.Tenants), "foreign", g.Foreign())
 		}
 		if r.Observe != nil {
-			r.Observe(Observation{UUID: uuid, Busy: busy / period, Foreign: g.Foreign(), Decisions: ds})
+			r.Observe(Observation{UUID: uuid, Busy: busy / period, Foreign: g.Foreign(), Decisions: ds, Lag: time.Duration(in.LagNs)})
 		}
 	}
 	for p, m := range r.files {
