@@ -169,3 +169,93 @@ func TestStartWindowsDoNotSettleTheEstimate(t *testing.T) {
 		t.Error("60 periods of two tenants held to their rates did not settle the estimate")
 	}
 }
+
+// TestEstimatorForget: a tenant that leaves takes its share of each window's
+// busy time with it, not only its units (left in, that time read as the
+// others': a pair starting as a 90% tenant left read 5716 ns per unit for a
+// true 125, simulated).
+func TestEstimatorForget(t *testing.T) {
+	tests := []struct {
+		name string
+		k    map[string]float64 // the costs the last attribution used
+		want float64            // a's cost after x left (true 125)
+	}{
+		{name: "one program: split by units", k: map[string]float64{"a": 125, "x": 125}, want: 125},
+		{name: "split by the costs at their level", k: map[string]float64{"a": 1, "x": 1}, want: 125},
+		{name: "x's cost unknown: its windows go", k: map[string]float64{"a": 125}, want: 125},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEstimator(window)
+			for range 5 { // x alone at 80%
+				e.add(80e6, 100e6, map[string]float64{"x": 640000}, nil)
+			}
+			for range 5 { // x 40%, a 30%: 70% busy
+				e.add(70e6, 100e6, map[string]float64{"x": 320000, "a": 240000}, nil)
+			}
+			e.forget("x", tt.k)
+			for range 2 { // a alone, 30%
+				e.add(30e6, 100e6, map[string]float64{"a": 240000}, nil)
+			}
+			got := e.fit([]string{"a"})["a"] * e.level()
+			if math.Abs(got-tt.want) > 0.5 {
+				t.Errorf("a's cost after x left: %.1f ns per unit, want %.0f", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestStepLateWindows: what a period seen late may and may not change.
+func TestStepLateWindows(t *testing.T) {
+	a := Tenant{Key: "a", Share: 0.3, Policy: api.ComputeFixed}
+	step := func(g *GPU, i int, rep Report, partial bool) Decision {
+		now := uint64(1e9 + i*100e6)
+		return g.Step(Input{BusyNs: 30e6, PeriodNs: 100e6, NowNs: now, LagNs: 200e6, Partial: partial,
+			Tenants: []TenantInput{{Tenant: a, Report: rep}}})[0]
+	}
+	settle := func() *GPU { // a at its share, 240000 units a period (125 ns each)
+		g := NewGPU()
+		for i := range 20 {
+			n := uint64(i) * 240000
+			step(g, i, Report{Launched: n, Latest: n + 480000}, false)
+		}
+		return g
+	}
+	t.Run("the bank counts from the newest reading", func(t *testing.T) {
+		// a takes all it is allowed; the window's edge, 200 ms late, is two
+		// periods of its launches behind its newest reading
+		g := NewGPU()
+		var allowed uint64
+		for i := range 30 {
+			latest := allowed
+			d := step(g, i, Report{Launched: latest - min(latest, 480000), Latest: latest}, false)
+			if i >= 10 && d.Control.Allowance < latest {
+				t.Fatalf("period %d: allowance %d below a's newest reading %d: each decision takes back what the last gave", i, d.Control.Allowance, latest)
+			}
+			allowed = d.Control.Allowance + uint64(d.Control.Rate*100e6)
+		}
+	})
+	t.Run("a partial window teaches nothing", func(t *testing.T) {
+		g := settle()
+		n := len(g.est.obs)
+		integ := g.tenants["a"].integ
+		// the last work of a tenant gone: the GPU 90% busy, a charged as usual
+		g.Step(Input{BusyNs: 90e6, PeriodNs: 100e6, NowNs: 3e9, LagNs: 200e6, Partial: true,
+			Tenants: []TenantInput{{Tenant: a, Report: Report{Launched: 20 * 240000, Latest: 22 * 240000}}}})
+		if len(g.est.obs) != n {
+			t.Errorf("the estimator took a partial window (%d windows, had %d)", len(g.est.obs), n)
+		}
+		if got := g.tenants["a"].integ; got != integ {
+			t.Errorf("a partial window moved the integral: %v, was %v", got, integ)
+		}
+	})
+	t.Run("a window lost to a rewind is charged as allowed", func(t *testing.T) {
+		g := settle()
+		step(g, 20, Report{Launched: 100, Latest: 200}, false) // the rewind itself
+		rate := g.tenants["a"].rate                             // in force over the next period
+		d := step(g, 21, Report{Launched: 100, Latest: 240100, Lost: true}, false)
+		if want := rate * 100e6; math.Abs(d.Units-want) > 1 {
+			t.Errorf("charged %.0f units for a window lost to the rewind, want what it was allowed (%.0f)", d.Units, want)
+		}
+	})
+}
