@@ -252,7 +252,7 @@ func TestStepLateWindows(t *testing.T) {
 	t.Run("a window lost to a rewind is charged as allowed", func(t *testing.T) {
 		g := settle()
 		step(g, 20, Report{Launched: 100, Latest: 200}, false) // the rewind itself
-		rate := g.tenants["a"].rate                             // in force over the next period
+		rate := g.tenants["a"].rate                            // in force over the next period
 		d := step(g, 21, Report{Launched: 100, Latest: 240100, Lost: true}, false)
 		if want := rate * 100e6; math.Abs(d.Units-want) > 1 {
 			t.Errorf("charged %.0f units for a window lost to the rewind, want what it was allowed (%.0f)", d.Units, want)
