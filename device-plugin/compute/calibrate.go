@@ -18,6 +18,10 @@ type Measurement struct {
 	// any of them (the owners cannot see their processes); the unowned time
 	// is then counted unknown, not foreign.
 	Unmapped bool
+	// OverRead: the round's samples summed above the device's busy time
+	// (gpuSamples.measurement): not shares of the GPU. It carries nothing
+	// else; the GPU's measured costs are dropped, for the device-wide ones.
+	OverRead bool
 }
 
 // Measured is one tenant's GPU time in a measurement window and the cost

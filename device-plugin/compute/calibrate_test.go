@@ -229,3 +229,63 @@ func TestProcessesSurviveSamplesArrivingBetweenCalls(t *testing.T) {
 		t.Errorf("Processes = %v, %v; want nothing and no error (ask again next poll)", got, err)
 	}
 }
+
+// TestMeasurementOverRead: a round whose samples sum above the device's busy
+// time is not shares of the GPU (an H200 gives every active process about
+// the device's figure) and teaches nothing; on such a GPU a round that
+// misses a launching tenant teaches nothing either.
+func TestMeasurementOverRead(t *testing.T) {
+	owners := map[uint32]string{100: "a", 200: "b"}
+	owner := func(pid uint32) (string, bool) { k, ok := owners[pid]; return k, ok }
+	both := func(string, uint64, uint64) (float64, bool) { return 100, true }
+	onlyA := func(key string, _, _ uint64) (float64, bool) {
+		if key == "a" {
+			return 100, true
+		}
+		return 0, true
+	}
+	round := func(sm ...float64) []ProcessSample {
+		var out []ProcessSample
+		for i, v := range sm {
+			out = append(out, ProcessSample{PID: []uint32{100, 200}[i], StartNs: 1e9, EndNs: 2e9, SM: v})
+		}
+		return out
+	}
+	tests := []struct {
+		name      string
+		overReads int  // before the round
+		shares    bool // a complete round showed shares before it
+		samples   []ProcessSample
+		units     func(string, uint64, uint64) (float64, bool)
+		kept      bool
+		overAfter int
+	}{
+		{name: "shares of a 90% busy GPU", samples: round(0.3, 0.6), units: both, kept: true},
+		{name: "shares under the device's figure", samples: round(0.6, 0.15), units: both, kept: true},
+		{name: "each reads the whole device", samples: round(0.9, 0.9), units: both, overAfter: 1},
+		{name: "just above the tolerance", samples: round(0.5, 0.51), units: both, overAfter: 1},
+		{name: "a round missing a launching tenant, on a GPU that shares", shares: true, samples: round(0.9), units: both, kept: true},
+		{name: "a round missing a launching tenant, before any round said", samples: round(0.9), units: both},
+		{name: "a round missing a launching tenant, after over-reads", overReads: 1, samples: round(0.9), units: both, overAfter: 1},
+		{name: "a tenant alone, after over-reads", overReads: 1, samples: round(0.9), units: onlyA, kept: true, overAfter: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := &gpuSamples{overReads: tt.overReads, sharesSeen: tt.shares}
+			for i := range uint64(30) { // device windows 100 ms each, 90% busy
+				g.addWindow(Window{StartNs: i * 100e6, EndNs: (i + 1) * 100e6, BusyNs: 90e6})
+			}
+			g.pending = tt.samples
+			m := g.measurement(2.1e9, owner, tt.units, []string{"a", "b"})
+			if kept := m != nil && !m.OverRead; kept != tt.kept {
+				t.Errorf("measurement %+v, want kept %v", m, tt.kept)
+			}
+			if over := m != nil && m.OverRead; over != (tt.overAfter > tt.overReads) {
+				t.Errorf("measurement %+v, want OverRead %v", m, tt.overAfter > tt.overReads)
+			}
+			if g.overReads != tt.overAfter {
+				t.Errorf("over-read rounds %d, want %d", g.overReads, tt.overAfter)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package compute
 
 import (
 	"hash/fnv"
+	"math"
 	"sort"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
@@ -86,6 +87,7 @@ const (
 	bootUnits     = 1 << 16 // cost units a tenant may launch before anything is known
 	maxBoot       = 1 << 24
 	settlePeriods = 10
+	fallbackTauNs = 1e9 // time constant of the fallback rate's average
 	window        = 60 // periods the estimator remembers
 	activeAfter   = 3  // periods a tenant counts as active after it last launched
 	// headroom: the active tenants' shares are scaled to at most this much of
@@ -105,6 +107,7 @@ type tenantState struct {
 	seen                    bool
 	measured                float64 // EWMA of the attributed busy fraction
 	fallback                float64 // EWMA of the undithered rate that held the share
+	refit                   bool    // the costs it rested on were dropped: start it anew
 	periods                 int     // periods with a cost estimate
 	unlimited               bool    // the last decision let it launch freely
 	cal                     calibration
@@ -229,7 +232,15 @@ func (g *GPU) Step(in Input) []Decision {
 		g.est.add(in.BusyNs, P, units, steady)
 	}
 	k := g.est.fit(keys)
-	if m := in.Measurement; m != nil {
+	if m := in.Measurement; m != nil && m.OverRead {
+		// per-process samples that are not shares (each active process
+		// read about the whole device): what they taught so far, the
+		// rounds that missed a tenant included, is no basis for a split
+		for _, st := range g.tenants {
+			st.cal, st.refit = calibration{}, true
+		}
+		g.measured = false
+	} else if m != nil {
 		g.foreign.add(*m)
 		for key, mt := range m.Tenants {
 			if st := g.tenants[key]; st != nil {
@@ -446,10 +457,10 @@ func (g *GPU) decide(t TenantInput, st *tenantState, in Input, P, a, k, fk, shar
 	// estimate at its absolute level (estimator.level), so share/fk is the
 	// launch rate that takes the share.
 	st.periods++
-	if st.periods <= settlePeriods {
-		st.fallback = share / fk
-	} else {
-		st.fallback += 0.1 * (share/fk - st.fallback)
+	if st.periods <= settlePeriods || st.refit {
+		st.fallback, st.refit = share/fk, false
+	} else { // over about a second, whatever the driver's sampling period (100 ms on an H100, 200 on an H200)
+		st.fallback += (1 - math.Exp(-P/fallbackTauNs)) * (share/fk - st.fallback)
 	}
 	rate *= 1 + dither*sign(t.Key, g.period)
 	st.rate = rate

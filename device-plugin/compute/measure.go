@@ -36,6 +36,13 @@ type gpuSamples struct {
 	// unmappedSaid: the log line about samples no owner maps was written
 	// (again once they map, and stop mapping)
 	unmappedSaid bool
+	// overReads counts rounds whose samples summed above the device's busy
+	// time (not shares: dropped); overReadSaid: the log line about them
+	overReads    int
+	overReadSaid bool
+	// sharesSeen: a complete round of several samples summed to the
+	// device's busy time or below (the samples are shares)
+	sharesSeen bool
 }
 
 const (
@@ -151,10 +158,48 @@ func (g *gpuSamples) measurement(now uint64, owner func(pid uint32) (string, boo
 		m.Unmapped = true
 	}
 	m.SpanNs = float64(hi - lo)
+	b, inWindows := g.busy(lo, hi)
+	if inWindows && aligned && len(ready) > 1 && sampled(m) > b+overRead*m.SpanNs {
+		// Not shares of the GPU: on an H200 (driver 580) every process
+		// active in a round reads about the device's whole busy time while
+		// contexts time-slice (a process using 10% of the GPU beside a
+		// saturating one read 98). Taken as shares, the smaller tenant's cost
+		// per unit read several times its true one and the controller starved
+		// it (11.8 + 81.1 for 30 + 60). Nothing is learned from the round,
+		// and what was learned before it is suspect (Measurement.OverRead).
+		g.overReads++
+		return &Measurement{SpanNs: m.SpanNs, OverRead: true}
+	}
+	if inWindows && aligned && len(ready) > 1 && complete {
+		g.sharesSeen = true
+	}
+	if !complete && (g.overReads > 0 || !g.sharesSeen) {
+		// A round that misses a tenant who launched in it holds that
+		// tenant's time too on a GPU whose samples are not shares (an H200
+		// sampled a process taking 10% beside a saturating one in 3 rounds
+		// of 27, the other alone reading the whole device): only once
+		// complete rounds showed shares is it taken.
+		return nil
+	}
 	// the residual (device busy no sample explains) only from one sampling
 	// round: samples stamped apart each cover part of the processes
-	if b, ok := g.busy(lo, hi); ok && aligned && complete {
+	if inWindows && aligned && complete {
 		m.BusyNs = b
 	}
 	return m
+}
+
+// overRead is how far (a fraction of the window) a round's samples may sum
+// above the device's busy time before they are taken for what each process
+// saw of the whole GPU rather than its share of it. Real shares sum to the
+// device's figure or below (H100: pairs read 100 or 76 at a device 99).
+const overRead = 0.1
+
+// sampled is the GPU time a Measurement's samples add up to.
+func sampled(m *Measurement) float64 {
+	sum := m.ForeignNs + m.UnknownNs
+	for _, t := range m.Tenants {
+		sum += t.BusyNs
+	}
+	return sum
 }

@@ -23,6 +23,9 @@ type NVMLSource struct {
 type procCursor struct {
 	last uint64            // newest per-process sample timestamp seen, µs
 	pid  map[uint32]uint64 // each pid's newest sample timestamp, µs
+	// periodUs is the driver's per-process sampling period: the shortest
+	// gap seen between two samples of one pid (0: none seen yet).
+	periodUs uint64
 }
 
 var (
@@ -31,8 +34,13 @@ var (
 )
 
 // procSpanUs is the longest window a per-process sample covers (a real
-// H100 gives about one a second).
-const procSpanUs = 1_000_000
+// H100 gives about one a second, an H200 (driver 580) one every 200 ms).
+// minProcPeriodUs: a gap between one pid's samples shorter than this is
+// not taken for the driver's period.
+const (
+	procSpanUs      = 1_000_000
+	minProcPeriodUs = 20_000
+)
 
 func (s *NVMLSource) handle(uuid string) (nvml.Device, error) {
 	if s.handles == nil {
@@ -67,8 +75,9 @@ func processUtilization(h nvml.Device, lastSeen uint64) (samples []nvml.ProcessU
 }
 
 // Processes returns the per-process samples newer than the last call's,
-// each over the time since its pid's previous sample (at most procSpanUs),
-// on CLOCK_MONOTONIC.
+// each over the driver's sampling period (the shortest gap between one pid's
+// samples; until one is seen, the time since its pid's previous sample; at
+// most procSpanUs), on CLOCK_MONOTONIC.
 func (s *NVMLSource) Processes(uuid string, mono uint64, wall time.Time) ([]ProcessSample, error) {
 	h, err := s.handle(uuid)
 	if err != nil {
@@ -96,13 +105,25 @@ func (s *NVMLSource) Processes(uuid string, mono uint64, wall time.Time) ([]Proc
 			continue
 		}
 		newest = max(newest, sm.TimeStamp)
-		// A sample covers the driver's sampling period (about a second), not
-		// the time since its pid's previous one: a process idle for a while
-		// is absent from the samples in between.
+		// A sample covers the driver's sampling period (about a second on an
+		// H100, 200 ms on an H200), not the time since its pid's previous
+		// one: a process idle for a while, or sampled in few rounds, is
+		// absent from the samples in between (a process taking 10% of an
+		// H200 had a sample in 3 rounds of 27; over the time since its
+		// previous one, it would not line up with the round's others).
 		prev, ok := c.pid[sm.Pid]
-		if !ok || prev >= sm.TimeStamp || sm.TimeStamp-prev > procSpanUs {
-			prev = sm.TimeStamp - min(sm.TimeStamp, procSpanUs)
+		if ok && prev < sm.TimeStamp && sm.TimeStamp-prev >= minProcPeriodUs &&
+			(c.periodUs == 0 || sm.TimeStamp-prev < c.periodUs) {
+			c.periodUs = sm.TimeStamp - prev
 		}
+		span := uint64(procSpanUs)
+		switch {
+		case c.periodUs > 0:
+			span = min(c.periodUs, procSpanUs)
+		case ok && prev < sm.TimeStamp:
+			span = min(sm.TimeStamp-prev, procSpanUs)
+		}
+		prev = sm.TimeStamp - min(sm.TimeStamp, span)
 		c.pid[sm.Pid] = sm.TimeStamp
 		if first { // what came before the controller started is history
 			continue

@@ -275,6 +275,10 @@ func (r *Runner) Tick(ctx context.Context) {
 				}
 			}
 			in.Measurement = gs.measurement(now, r.Owners, r.unitsOf(list), keys)
+			if gs.overReads > 0 && !gs.overReadSaid {
+				logger.Info("Per-process samples on this GPU are not shares of it (a round's samples sum above its busy time, as each active process reads about the whole device while contexts time-slice): they calibrate only rounds where one container ran; containers' costs come from the device-wide estimate", "gpu", uuid)
+				gs.overReadSaid = true
+			}
 			switch m := in.Measurement; {
 			case m == nil:
 			case m.Unmapped && !gs.unmappedSaid:

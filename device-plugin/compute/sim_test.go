@@ -81,8 +81,10 @@ type simGPU struct {
 	lastDev    time.Duration // end of the last device sample returned
 	lastProc   time.Duration // end of the last per-process sample round returned
 	noise      int           // ± points of a per-process sample
-	seed       uint64        // of the noise
-	delay      time.Duration // device samples arrive this late
+	// wholeDevice: per-process samples as an H200 gives them (Processes)
+	wholeDevice bool
+	seed        uint64        // of the noise
+	delay       time.Duration // device samples arrive this late
 }
 
 const simStep = 10 * time.Microsecond
@@ -156,13 +158,17 @@ func sumBuckets(b []time.Duration, from, to time.Duration) time.Duration {
 	return s
 }
 
-// Busy: device samples every 100 ms, whole percent, returned once. With a
-// delay (late samples) each also averages the last 1/6 s, longer than the
-// spacing, as a real driver's do; without, it covers its own 100 ms.
+// Busy: device samples every 100 ms (200 ms with wholeDevice, as an H200
+// gives them), whole percent, returned once. With a delay (late samples)
+// each also averages the last 1/6 s, longer than the spacing, as a real
+// driver's do; without, it covers its own period.
 func (g *simGPU) Busy(_ string, mono uint64, _ time.Time) (Window, bool, error) {
-	const period = 100 * time.Millisecond
+	period := 100 * time.Millisecond
+	if g.wholeDevice {
+		period = 200 * time.Millisecond
+	}
 	avg := period
-	if g.delay > 0 {
+	if g.delay > 0 && !g.wholeDevice {
 		avg = 166667 * time.Microsecond
 	}
 	end := (g.now - g.delay) / period * period
@@ -186,9 +192,18 @@ func (g *simGPU) Busy(_ string, mono uint64, _ time.Time) (Window, bool, error) 
 	return w, true, nil
 }
 
-// Processes: one sample per process that ran, per second, ± noise points.
+// Processes: one sample per process that ran, per second, ± noise points
+// that add up to nothing over a round (real shares sum to the device's
+// figure or below: REALGPU.md). With wholeDevice, as an H200 (driver 580)
+// gives them: a round every 200 ms, and each process that ran reads the
+// device's busy fraction of the round, present in a share of the rounds
+// about its own share of the round (a 10% process beside a saturating one
+// had a sample in 3 rounds of 27, a 30% one in 10).
 func (g *simGPU) Processes(_ string, _ uint64, _ time.Time) ([]ProcessSample, error) {
-	const period = time.Second
+	period := time.Second
+	if g.wholeDevice {
+		period = 200 * time.Millisecond
+	}
 	end := g.now / period * period
 	if end <= g.lastProc {
 		return nil, nil
@@ -196,17 +211,36 @@ func (g *simGPU) Processes(_ string, _ uint64, _ time.Time) ([]ProcessSample, er
 	first := g.lastProc == 0
 	var out []ProcessSample
 	for t := g.lastProc; t < end; t += period {
+		device := math.Round(100 * float64(sumBuckets(g.busy, t, t+period)) / float64(period))
+		var round []ProcessSample
+		var noise []float64
+		var mean float64
 		for _, tn := range g.tenants {
 			b := sumBuckets(tn.busy, t, t+period)
 			if b == 0 {
 				continue
 			}
-			pct := math.Round(100*float64(b)/float64(period)) + float64(simNoise(uint64(tn.pid)^g.seed, t, g.noise))
-			if first {
-				continue
+			pct := math.Round(100 * float64(b) / float64(period))
+			if g.wholeDevice {
+				if float64(simNoise(uint64(tn.pid)^0x5eed, t, 50)+50) >= pct { // present with probability ≈ pct/100
+					continue
+				}
+				pct = device
+			} else {
+				n := float64(simNoise(uint64(tn.pid)^g.seed, t, g.noise))
+				noise = append(noise, n)
+				mean += n
 			}
-			out = append(out, ProcessSample{PID: tn.pid, StartNs: uint64(t), EndNs: uint64(t + period),
-				SM: min(max(pct, 0), 100) / 100})
+			round = append(round, ProcessSample{PID: tn.pid, StartNs: uint64(t), EndNs: uint64(t + period), SM: pct})
+		}
+		for i := range round {
+			if !g.wholeDevice {
+				round[i].SM += math.Round(noise[i] - mean/float64(len(round)))
+			}
+			round[i].SM = min(max(round[i].SM, 0), 100) / 100
+		}
+		if !first {
+			out = append(out, round...)
 		}
 	}
 	g.lastProc = end
@@ -230,7 +264,8 @@ func simNoise(pid uint64, t time.Duration, n int) int {
 func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]float64, Observation) {
 	t.Helper()
 	dir := t.TempDir()
-	g := &simGPU{cur: -1, slice: opts.slice, switchCost: opts.switchCost, noise: opts.noise, seed: opts.seed, delay: opts.delay}
+	g := &simGPU{cur: -1, slice: opts.slice, switchCost: opts.switchCost, noise: opts.noise, seed: opts.seed, delay: opts.delay,
+		wholeDevice: opts.wholeDevice}
 	if g.slice == 0 {
 		g.slice = 2 * time.Millisecond
 	}
@@ -344,6 +379,7 @@ type simOptions struct {
 	blindOwners       bool // the owners map no pid (no host pid view)
 	noiseFree         bool // the case runs without per-process noise only
 	delay             time.Duration
+	wholeDevice       bool // per-process samples as an H200 gives them (simGPU.Processes)
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -116,6 +116,39 @@ func TestSimShares(t *testing.T) {
 	}
 }
 
+// TestSimWholeDeviceSamples: per-process samples as an H200 (driver 580)
+// gives them, each active process reading about the whole device's busy
+// time. Taken as shares they starved the smaller tenant of a pair (11.8 +
+// 81.1 for 30 + 60 on the H200, throughput); a round summing above the
+// device teaches nothing, and tenants of one program share by the
+// device-wide estimate.
+func TestSimWholeDeviceSamples(t *testing.T) {
+	tests := []simCase{
+		{name: "pair 30+60", specs: []simTenant{simT("a", 30, simPlain), simT("b", 60, simPlain)}, want: map[string]float64{"a": 30, "b": 60}},
+		{name: "pair 50+50", specs: []simTenant{simT("a", 50, simPlain), simT("b", 50, simPlain)}, want: map[string]float64{"a": 50, "b": 50}},
+		{name: "triple 20+30+40", specs: []simTenant{simT("a", 20, simPlain), simT("b", 30, simPlain), simT("c", 40, simPlain)},
+			want: map[string]float64{"a": 20, "b": 30, "c": 40}},
+		{name: "lone 30", specs: []simTenant{simT("a", 30, simPlain)}, want: map[string]float64{"a": 30}},
+		{name: "a starts 3 s after b", specs: []simTenant{{name: "a", cores: 30, prog: simPlain, secs: 9, owned: true, start: 3 * time.Second}, simT("b", 60, simPlain)},
+			want: map[string]float64{"a": 30, "b": 60}},
+	}
+	for _, late := range []time.Duration{0, simLate} {
+		for _, tt := range tests {
+			t.Run(tt.name+map[bool]string{true: " late", false: ""}[late > 0], func(t *testing.T) {
+				opts := tt.opts
+				opts.wholeDevice, opts.delay = true, late
+				got, obs := simulate(t, tt.specs, opts)
+				t.Logf("simulated: %s (foreign %.3f)", simString(got), obs.Foreign)
+				for k, w := range tt.want {
+					if d := got[k] - w; d > 3 || d < -3 {
+						t.Errorf("%s got %.1f, want %.0f ± 3", k, got[k], w)
+					}
+				}
+			})
+		}
+	}
+}
+
 // stretch runs every tenant f times as long (starts too).
 func stretch(specs []simTenant, f float64) []simTenant {
 	out := make([]simTenant, len(specs))

@@ -1,0 +1,52 @@
+package compute
+
+import (
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestProcessSampleWindows: a sample covers the driver's sampling period
+// (learned from one pid's consecutive samples), so that a process sampled in
+// few rounds lines up with the round's others (an H200 samples every 200 ms;
+// a process taking 10% of it beside a saturating one had a sample in 3
+// rounds of 27).
+func TestProcessSampleWindows(t *testing.T) {
+	const ms = uint64(1000) // µs
+	batches := [][]nvml.ProcessUtilizationSample{
+		{{Pid: 1, TimeStamp: 1000 * ms, SmUtil: 90}},                                             // history: skipped
+		{{Pid: 1, TimeStamp: 1200 * ms, SmUtil: 90}},                                             // 1's gap: 200 ms
+		{{Pid: 1, TimeStamp: 1400 * ms, SmUtil: 98}, {Pid: 2, TimeStamp: 1400 * ms, SmUtil: 98}}, // 2 first seen
+		{{Pid: 1, TimeStamp: 2600 * ms, SmUtil: 50}, {Pid: 2, TimeStamp: 2600 * ms, SmUtil: 40}}, // after 1.2 s idle
+	}
+	call := 0
+	dev := &mock.Device{GetProcessUtilizationFunc: func(last uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+		b := batches[call]
+		call++
+		return b, nvml.SUCCESS
+	}}
+	lib := &mock.Interface{DeviceGetHandleByUUIDFunc: func(string) (nvml.Device, nvml.Return) { return dev, nvml.SUCCESS }}
+	s := &NVMLSource{Lib: lib}
+	wall := time.Unix(0, 0) // wall and monotonic clocks agree: µs stamps read as ns ×1000
+	var got [][]ProcessSample
+	for range batches {
+		b, err := s.Processes("GPU-x", 0, wall)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, b)
+	}
+	msNs := uint64(1e6)
+	want := [][]ProcessSample{
+		nil,
+		{{PID: 1, StartNs: 1000 * msNs, EndNs: 1200 * msNs, SM: 0.9}},
+		{{PID: 1, StartNs: 1200 * msNs, EndNs: 1400 * msNs, SM: 0.98}, {PID: 2, StartNs: 1200 * msNs, EndNs: 1400 * msNs, SM: 0.98}},
+		{{PID: 1, StartNs: 2400 * msNs, EndNs: 2600 * msNs, SM: 0.5}, {PID: 2, StartNs: 2400 * msNs, EndNs: 2600 * msNs, SM: 0.4}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("sample windows (-want +got):\n%s", diff)
+	}
+}
