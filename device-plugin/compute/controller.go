@@ -88,8 +88,8 @@ const (
 	maxBoot       = 1 << 24
 	settlePeriods = 10
 	fallbackTauNs = 1e9 // time constant of the fallback rate's average
-	window        = 60 // periods the estimator remembers
-	activeAfter   = 3  // periods a tenant counts as active after it last launched
+	window        = 60  // periods the estimator remembers
+	activeAfter   = 3   // periods a tenant counts as active after it last launched
 	// headroom: the active tenants' shares are scaled to at most this much of
 	// the GPU. A saturated GPU queues work, and a period in which launched work
 	// is not the work that ran says nothing about what a tenant's work costs.
