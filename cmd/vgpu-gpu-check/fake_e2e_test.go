@@ -42,9 +42,11 @@ func TestFakeDriverEndToEnd(t *testing.T) {
 		"FAKEGPU_DIR="+t.TempDir(),
 		"FAKEGPU_DEVICES=GPU-8b1c0d2e-0000-4000-8000-000000000001:8192",
 		"FAKE_WORKLOAD="+filepath.Join(build, "workload"))
-	out, err := cmd.CombinedOutput()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr // the controller's log lines: not the table's
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("%v:\n%s", err, out)
+		t.Fatalf("%v:\n%s\n%s", err, out, stderr.String())
 	}
 	written, err := os.ReadFile(table)
 	if err != nil {
@@ -132,9 +134,11 @@ func TestFakeDriverMPS(t *testing.T) {
 		"FAKEGPU_DIR="+t.TempDir(),
 		"FAKEGPU_DEVICES=GPU-8b1c0d2e-0000-4000-8000-000000000001:8192",
 		"FAKE_WORKLOAD="+filepath.Join(build, "workload"))
-	out, err := cmd.CombinedOutput()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr // the controller's log lines: not the table's
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("%v:\n%s", err, out)
+		t.Fatalf("%v:\n%s\n%s", err, out, stderr.String())
 	}
 	t.Logf("fake driver, mps rows:\n%s", out)
 	for _, want := range []*regexp.Regexp{

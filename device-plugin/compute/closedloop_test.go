@@ -684,6 +684,44 @@ func TestClosedLoopLateSamples(t *testing.T) {
 	}
 }
 
+// TestClosedLoopWholeDeviceSamples reruns the cases of one program (pairs,
+// triple, balance) with per-process samples as an H200 (driver 580) gives
+// them: every 200 ms, each sampled process reading the device's whole busy
+// time (FAKEGPU_PROC_WHOLE), device samples every 200 ms too. Taken as
+// shares they starved the smaller tenant (on the H200, 30 + 60 got 11.8 +
+// 81.1 of the solo rate, and 8.0 + 81.3 simulated).
+func TestClosedLoopWholeDeviceSamples(t *testing.T) {
+	if testing.Short() {
+		t.Skip("closed loop on the fake driver: seconds per scenario")
+	}
+	if os.Getenv("FAKEGPU_PROC_WHOLE") != "" {
+		t.Skip("this process's samples are whole-device already")
+	}
+	cmd := exec.Command(os.Args[0], "-test.count=1", "-test.v", "-test.run",
+		`TestClosedLoopBalance|TestClosedLoopShares/^(pair_30\+60|pair_50\+50|triple_20\+30\+40)$`)
+	cmd.Env = append(os.Environ(), "FAKEGPU_PROC_WHOLE=1", "FAKEGPU_PROC_SAMPLE_US=200000", "FAKEGPU_SAMPLE_US=200000")
+	out, err := cmd.CombinedOutput()
+	ran := 0
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "fake driver") || strings.Contains(line, "missed on attempt") || strings.Contains(line, "--- ") ||
+			strings.Contains(line, "not shares") {
+			t.Log(strings.TrimSpace(line))
+		}
+		if strings.Contains(line, "--- PASS") {
+			ran++
+		}
+	}
+	if err != nil {
+		t.Fatalf("with whole-device per-process samples: %v\n%s", err, out)
+	}
+	if ran < 5 { // TestClosedLoopShares, its three cases, TestClosedLoopBalance
+		t.Fatalf("with whole-device per-process samples, %d tests passed, want 5 (did a name change?):\n%s", ran, out)
+	}
+	if !strings.Contains(string(out), "not shares of it") {
+		t.Errorf("the controller never said that the samples are not shares:\n%s", out)
+	}
+}
+
 // TestClosedLoopBalance: a balance tenant alone takes the idle GPU, and gives
 // it back when a fixed neighbour starts: its process runs 0-9 s, the
 // neighbour's 3-9 s, both measured over their second halves (after the start).

@@ -154,16 +154,52 @@ func (d *Daemon) Start(ctx context.Context) (adopted bool, err error) {
 }
 
 // StartServer starts the server for uid (the daemon answers with its pid).
+// The daemon's first start on a GPU can answer nothing (an H200, driver
+// 580): the server is then the one get_server_list shows, once it has
+// started (within the Timeout).
 func (d *Daemon) StartServer(ctx context.Context, uid int64) (int, error) {
 	out, err := d.Control(ctx, fmt.Sprintf("start_server -uid %d", uid))
 	if err != nil {
 		return 0, err
+	}
+	if strings.TrimSpace(out) == "" {
+		return d.awaitServer(ctx, uid)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(out))
 	if err != nil {
 		return 0, fmt.Errorf("%w: start_server -uid %d on GPU %s answered %q", ErrServerStart, uid, d.UUID, strings.TrimSpace(out))
 	}
 	return pid, nil
+}
+
+// awaitServer is the pid of the daemon's one server, once it shows.
+func (d *Daemon) awaitServer(ctx context.Context, uid int64) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.Timeout)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		out, err := d.Control(ctx, "get_server_list")
+		if err != nil {
+			return 0, err
+		}
+		switch f := strings.Fields(out); len(f) {
+		case 0:
+		case 1:
+			pid, err := strconv.Atoi(f[0])
+			if err != nil {
+				return 0, fmt.Errorf("%w: GPU %s: get_server_list answered %q", ErrNoAnswer, d.UUID, strings.TrimSpace(out))
+			}
+			return pid, nil
+		default:
+			return 0, fmt.Errorf("%w: start_server -uid %d on GPU %s answered nothing, and the daemon lists servers %s: which is this user's is not known", ErrServerStart, uid, d.UUID, strings.Join(f, ", "))
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("%w: start_server -uid %d on GPU %s answered nothing, and no server showed within %v", ErrServerStart, uid, d.UUID, d.Timeout)
+		case <-tick.C:
+		}
+	}
 }
 
 // Stop asks the daemon to quit (its servers exit when their clients do).

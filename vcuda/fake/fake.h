@@ -125,7 +125,7 @@ struct fk_globals {
 	uint64_t slice_ns, switch_ns; /* FAKEGPU_SLICE_US, FAKEGPU_SWITCH_US (slice 0: not set) */
 	int slice_set;                /* FAKEGPU_SLICE_US is in the environment (0: slicing off) */
 	uint64_t launch_ns, memset_ns_per_mib, memcpy_ns_per_mib, sample_delay_ns, sample_window_ns;
-	unsigned nvml_pid_offset, proc_noise;
+	unsigned nvml_pid_offset, proc_noise, proc_whole;
 	char dir[512];
 	struct vc_htab allocs;       /* device pointer / VMM handle -> (dev, size) */
 	uint64_t bump[FK_MAX_DEV];   /* next 64-bit device address (atomic) */

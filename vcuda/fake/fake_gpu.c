@@ -190,6 +190,7 @@ static void init_once(void)
 	fk.sample_ns = env_u64("FAKEGPU_SAMPLE_US", 100000) * 1000;
 	fk.proc_sample_ns = env_u64("FAKEGPU_PROC_SAMPLE_US", 1000000) * 1000;
 	fk.proc_noise = (unsigned)env_u64("FAKEGPU_PROC_NOISE", 20);
+	fk.proc_whole = env_u64("FAKEGPU_PROC_WHOLE", 0) != 0;
 	fk.nvml_pid_offset = (unsigned)env_u64("FAKEGPU_NVML_PID_OFFSET", 4000000);
 	fk.context_bytes = env_u64("FAKEGPU_CONTEXT_MIB", 0) << 20;
 	if (fk.proc_sample_ns == 0)

@@ -172,16 +172,21 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t h, nvmlSamplingType_t t
 	return NVML_SUCCESS;
 }
 
+static uint64_t proc_hash(int pid, uint64_t end)
+{
+	uint64_t x = ((uint64_t)(unsigned)pid << 32) ^ (end / 1000);
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	return x;
+}
+
 /* Noise of a per-process sample: deterministic in (pid, window), within +-proc_noise. */
 static int proc_noise(int pid, uint64_t end)
 {
 	if (!fk.proc_noise)
 		return 0;
-	uint64_t x = ((uint64_t)(unsigned)pid << 32) ^ (end / 1000);
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	return (int)(x % (2 * fk.proc_noise + 1)) - (int)fk.proc_noise;
+	return (int)(proc_hash(pid, end) % (2 * fk.proc_noise + 1)) - (int)fk.proc_noise;
 }
 
 static unsigned reader_pid(const struct fk_pidslot *p);
@@ -190,7 +195,9 @@ static int reader_sees_all(void);
 /* Per-process samples as a real driver gives them: one per process that ran on the device
  * in the period, for each complete period of FAKEGPU_PROC_SAMPLE_US (about a second) that ended
  * after last_seen_us (at most 16 back), off by up to FAKEGPU_PROC_NOISE points, keyed by
- * host pids (below), stamped in wall-clock microseconds like the device samples. */
+ * host pids (below), stamped in wall-clock microseconds like the device samples.
+ * FAKEGPU_PROC_WHOLE=1 gives them as an H200 (driver 580) did: each process sampled reads
+ * the device's whole busy time, not its share (set FAKEGPU_PROC_SAMPLE_US=200000 too). */
 FK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
 						       nvmlProcessUtilizationSample_t *out,
 						       unsigned int *count,
@@ -212,21 +219,38 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
 	/* sampled under the lock, pids mapped after it (that may read /proc) */
 	struct {
 		struct fk_pidslot slot;
-		uint64_t end, busy;
+		uint64_t end, busy, dev;
 	} got[16 * FK_PIDS];
 	unsigned n = 0;
 	fk_lock(s);
 	for (uint64_t w = nwin; w-- > 0;) {
 		uint64_t end = t - w * p;
+		uint64_t dev = fk_busy_locked(s, -1, end) - fk_busy_locked(s, -1, end - p);
 		for (int k = 0; k < FK_PIDS; k++) {
 			if (!s->pids[k].pid)
 				continue;
 			uint64_t busy = fk_busy_locked(s, k, end) - fk_busy_locked(s, k, end - p);
+			/* whole-device samples (an H200): a process is in a round about as often as
+			 * it had the GPU in it (a 10% one beside a saturating one: 3 rounds of 27) */
+			if (busy && fk.proc_whole && (unsigned)(proc_hash(k + 7919, end) % 100) >= pct(busy, p))
+				continue;
 			if (busy)
-				got[n].slot = s->pids[k], got[n].end = end, got[n].busy = busy, n++;
+				got[n].slot = s->pids[k], got[n].end = end, got[n].busy = busy, got[n].dev = dev, n++;
 		}
 	}
 	fk_unlock(s);
+	/* noise that adds up to nothing over a round: real shares sum to the device's figure
+	 * or below (an H100: pairs read 100 or 76 at a device 99) */
+	int noise[16 * FK_PIDS];
+	for (unsigned a = 0; a < n;) {
+		unsigned b = a;
+		int sum = 0;
+		for (; b < n && got[b].end == got[a].end; b++)
+			sum += noise[b] = proc_noise((int)got[b].slot.pid, got[b].end);
+		for (unsigned k = a; k < b; k++)
+			noise[k] -= sum / (int)(b - a);
+		a = b;
+	}
 	int all = reader_sees_all();
 	for (unsigned k = 0; out && k < n && k < *count; k++) {
 		/* the host's pid, as the driver keys its samples: a process of another namespace,
@@ -239,7 +263,7 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
 			if (host)
 				pid = host;
 		}
-		int v = (int)pct(got[k].busy, p) + proc_noise((int)pid, got[k].end);
+		int v = fk.proc_whole ? (int)pct(got[k].dev, p) : (int)pct(got[k].busy, p) + noise[k];
 		out[k] = (nvmlProcessUtilizationSample_t){
 			.pid = pid,
 			.timeStamp = got[k].end / 1000 + off_us,

@@ -153,6 +153,7 @@ type daemon struct {
 	pending []int64 // users whose server waits for the running one to exit
 	nextPID int
 	percent float64
+	started bool // a server was started before (the first start answers nothing: start)
 }
 
 func serve(pipe, logDir string) error {
@@ -328,10 +329,25 @@ func (d *daemon) start(uid int64) string {
 	}
 	p := d.nextPID
 	d.nextPID++
-	d.servers[p] = &server{uid: uid, percent: d.percent}
 	d.logf("INFO", "Starting new server %d for user %d", p, uid)
+	if !d.started {
+		// The real daemon's first start_server on a GPU (an H200, driver
+		// 580) answered nothing; its server showed up in get_server_list
+		// once it had started.
+		d.started = true
+		time.AfterFunc(firstServerDelay, func() {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			d.servers[p] = &server{uid: uid, percent: d.percent}
+		})
+		return ""
+	}
+	d.servers[p] = &server{uid: uid, percent: d.percent}
 	return fmt.Sprintf("%d\n", p)
 }
+
+// firstServerDelay: how long the first server takes to show in the list.
+const firstServerDelay = 300 * time.Millisecond
 
 func (d *daemon) exit(p, status int) {
 	delete(d.servers, p)
