@@ -202,6 +202,27 @@ func (d *Daemon) awaitServer(ctx context.Context, uid int64) (int, error) {
 	}
 }
 
+// awaitStatus is server pid's status once it is past INITIALIZING (a fresh
+// server on an H200, driver 580), or INITIALIZING after the Timeout.
+func (d *Daemon) awaitStatus(ctx context.Context, pid int) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.Timeout)
+	defer cancel()
+	for {
+		st, err := d.Control(ctx, "get_server_status "+strconv.Itoa(pid))
+		if err != nil {
+			return "", err
+		}
+		if st = strings.TrimSpace(st); st != "INITIALIZING" {
+			return st, nil
+		}
+		select {
+		case <-ctx.Done():
+			return st, nil
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // Stop asks the daemon to quit (its servers exit when their clients do).
 func (d *Daemon) Stop(ctx context.Context) error {
 	_, err := d.Control(ctx, "quit")

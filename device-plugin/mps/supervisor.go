@@ -218,6 +218,10 @@ func (s *Supervisor) check(ctx context.Context, d *Daemon) error {
 			if _, seen := w.faulted[srv.PID]; !seen {
 				w.faulted[srv.PID] = "status FAULT"
 			}
+		case "INITIALIZING": // starting: wait for it rather than start another
+			if st, err := d.awaitStatus(ctx, srv.PID); err == nil && st == "ACTIVE" && w.faulted[srv.PID] == "" {
+				active = srv.PID
+			}
 		case "ACTIVE":
 			if w.faulted[srv.PID] == "" {
 				active = srv.PID
@@ -247,11 +251,11 @@ func (s *Supervisor) check(ctx context.Context, d *Daemon) error {
 	if err != nil {
 		return err
 	}
-	st, err := d.Control(ctx, "get_server_status "+strconv.Itoa(pid))
+	st, err := d.awaitStatus(ctx, pid)
 	if err != nil {
 		return err
 	}
-	if st = strings.TrimSpace(st); st != "ACTIVE" {
+	if st != "ACTIVE" {
 		return fmt.Errorf("%w: GPU %s: fresh server %d is %s", ErrServerStart, d.UUID, pid, st)
 	}
 	logger.V(2).Info("Started an MPS server", "pid", pid, "uid", s.UID, "activeThreadPercentage", ceiling)

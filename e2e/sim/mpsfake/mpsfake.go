@@ -7,7 +7,8 @@
 // no daemon answers.
 //
 // Commands of the real program it models: get_server_list,
-// start_server -uid UID, get_server_status PID (ACTIVE or FAULT),
+// start_server -uid UID, get_server_status PID (ACTIVE, FAULT, or INITIALIZING
+// while the daemon's first server starts),
 // shutdown_server PID [-f], set_default_active_thread_percentage N,
 // get_default_active_thread_percentage, set_active_thread_percentage PID N,
 // get_active_thread_percentage PID, quit. A server of another user than
@@ -141,7 +142,8 @@ func startDaemon(pipe string, stdout, stderr io.Writer) int {
 type server struct {
 	uid     int64
 	fault   bool
-	percent float64 // its active-thread percentage (clients may only lower it)
+	percent float64   // its active-thread percentage (clients may only lower it)
+	ready   time.Time // INITIALIZING before it
 }
 
 type daemon struct {
@@ -252,6 +254,9 @@ func (d *daemon) command(f []string) (out string, after func()) {
 		if s.fault {
 			return "FAULT\n", nil
 		}
+		if time.Now().Before(s.ready) {
+			return "INITIALIZING\n", nil
+		}
 		return "ACTIVE\n", nil
 	case "shutdown_server":
 		p, s, msg := pid()
@@ -332,22 +337,18 @@ func (d *daemon) start(uid int64) string {
 	d.logf("INFO", "Starting new server %d for user %d", p, uid)
 	if !d.started {
 		// The real daemon's first start_server on a GPU (an H200, driver
-		// 580) answered nothing; its server showed up in get_server_list
-		// once it had started.
+		// 580) answered nothing; its server was listed, INITIALIZING for a
+		// while.
 		d.started = true
-		time.AfterFunc(firstServerDelay, func() {
-			d.mu.Lock()
-			defer d.mu.Unlock()
-			d.servers[p] = &server{uid: uid, percent: d.percent}
-		})
+		d.servers[p] = &server{uid: uid, percent: d.percent, ready: time.Now().Add(firstServerInit)}
 		return ""
 	}
 	d.servers[p] = &server{uid: uid, percent: d.percent}
 	return fmt.Sprintf("%d\n", p)
 }
 
-// firstServerDelay: how long the first server takes to show in the list.
-const firstServerDelay = 300 * time.Millisecond
+// firstServerInit: how long the daemon's first server is INITIALIZING.
+const firstServerInit = 300 * time.Millisecond
 
 func (d *daemon) exit(p, status int) {
 	delete(d.servers, p)
