@@ -77,8 +77,18 @@ type Limiter struct {
 	// a substring of the model name (the longest that matches wins) or
 	// "default". The limiter counts it against a container's memory cap for
 	// every context a process opens, so that the caps of a GPU's tenants plus
-	// their contexts fit the card. Absent or 0: not counted.
+	// their contexts fit the card. Absent or 0: not counted. Models measured
+	// on a real card (MeasuredContextMiB) are filled in unless named here.
 	ContextMiB map[string]uint32 `json:"contextMiB,omitempty"`
+}
+
+// MeasuredContextMiB is limiter.contextMiB for the models whose context the
+// gpu bundle measured (the largest of its programs': PyTorch's), which the
+// defaults fill in for every model the configuration does not name. NVIDIA
+// H200, driver 580.159.04, CUDA 13.0: PyTorch 2.11 612 MiB, CuPy 14.2 and
+// the CUDA C probe 520 (2026-11-27, twice).
+func MeasuredContextMiB() map[string]uint32 {
+	return map[string]uint32{"H200": 612}
 }
 
 // maxContextMiB bounds limiter.contextMiB (a context is hundreds of MiB).
@@ -214,7 +224,15 @@ func (c *Config) applyDefaults() {
 		l.Preload = &t
 	}
 	if l.ContextMiB == nil {
-		l.ContextMiB = map[string]uint32{"default": 0}
+		l.ContextMiB = map[string]uint32{}
+	}
+	if _, ok := l.ContextMiB["default"]; !ok {
+		l.ContextMiB["default"] = 0
+	}
+	for model, mib := range MeasuredContextMiB() {
+		if _, named := l.ContextMiB[model]; !named {
+			l.ContextMiB[model] = mib
+		}
 	}
 	c.CDI.applyDefaults()
 	c.Sharing.applyDefaults()

@@ -57,6 +57,22 @@ func TestParse(t *testing.T) {
 				t.Errorf("default context MiB = %d, want 0", v)
 			}
 		}},
+		// measured on an H200 (the gpu bundle, 2026-11-27): filled in unless named
+		{name: "context size measured for the H200", yaml: "version: v1", check: func(t *testing.T, c Config) {
+			if v := c.Limiter.ContextMiBFor("NVIDIA H200"); v != 612 {
+				t.Errorf("H200 context MiB = %d, want 612", v)
+			}
+		}},
+		{name: "measured context size beside a configured default", yaml: "version: v1\nlimiter:\n  contextMiB:\n    default: 300", check: func(t *testing.T, c Config) {
+			if h200, a100 := c.Limiter.ContextMiBFor("NVIDIA H200"), c.Limiter.ContextMiBFor("NVIDIA A100-SXM4-40GB"); h200 != 612 || a100 != 300 {
+				t.Errorf("context MiB H200 %d, A100 %d; want 612 and 300", h200, a100)
+			}
+		}},
+		{name: "configured H200 context size wins", yaml: "version: v1\nlimiter:\n  contextMiB:\n    H200: 0", check: func(t *testing.T, c Config) {
+			if v := c.Limiter.ContextMiBFor("NVIDIA H200"); v != 0 {
+				t.Errorf("H200 context MiB = %d, want the configured 0", v)
+			}
+		}},
 		{name: "context size too large", yaml: "version: v1\nlimiter:\n  contextMiB:\n    H100: 100000", wantErr: "limiter.contextMiB: expected a GPU model substring"},
 		{name: "context size negative", yaml: "version: v1\nlimiter:\n  contextMiB:\n    H100: -1", wantErr: "limiter.contextMiB"},
 		{name: "every GPU time-sliced by default", yaml: "version: v1", check: func(t *testing.T, c Config) {
