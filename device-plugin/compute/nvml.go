@@ -39,7 +39,7 @@ var (
 // not taken for the driver's period.
 const (
 	procSpanUs      = 1_000_000
-	minProcPeriodUs = 20_000
+	minProcPeriodUs = 50_000
 )
 
 func (s *NVMLSource) handle(uuid string) (nvml.Device, error) {
