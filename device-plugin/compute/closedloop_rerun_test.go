@@ -28,14 +28,15 @@ func TestClosedLoopLateSamples(t *testing.T) {
 
 // TestClosedLoopWholeDeviceSamples reruns the cases of one program (pairs,
 // triple, balance) with per-process samples as an H200 (driver 580) gives
-// them: every 200 ms, each sampled process reading the device's whole busy
-// time (FAKEGPU_PROC_WHOLE), device samples every 200 ms too. Taken as
+// them: one sample a round (every 200 ms), of one process picked about as
+// often as its share of the round's busy time, reading the whole device's
+// busy time (FAKEGPU_PROC_WHOLE), device samples every 200 ms too. Taken as
 // shares they starved the smaller tenant (on the H200, 30 + 60 got 11.8 +
-// 81.1 of the solo rate; here 8.5 + 81.2, and a balance pair 69.3 + 23.3).
+// 81.1 of the solo rate and a triple 5.8 + 24.4 + 43.8).
 func TestClosedLoopWholeDeviceSamples(t *testing.T) {
 	rerun(t, "FAKEGPU_PROC_WHOLE", []string{"FAKEGPU_PROC_WHOLE=1", "FAKEGPU_PROC_SAMPLE_US=200000", "FAKEGPU_SAMPLE_US=200000"},
 		`TestClosedLoopBalance|TestClosedLoopShares/^(pair_30\+60|pair_50\+50|triple_20\+30\+40)$`,
-		5, "with whole-device per-process samples", "not shares of it")
+		5, "with whole-device per-process samples", "leave out containers that launched")
 }
 
 // rerun runs the tests matching pattern in a child process with env added

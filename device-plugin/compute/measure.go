@@ -43,6 +43,10 @@ type gpuSamples struct {
 	// sharesSeen: a complete round of several samples summed to the
 	// device's busy time or below (the samples are shares)
 	sharesSeen bool
+	// partial counts rounds dropped for missing a launching tenant;
+	// partialSaid: the log line about them
+	partial     int
+	partialSaid bool
 }
 
 const (
@@ -160,13 +164,12 @@ func (g *gpuSamples) measurement(now uint64, owner func(pid uint32) (string, boo
 	m.SpanNs = float64(hi - lo)
 	b, inWindows := g.busy(lo, hi)
 	if inWindows && aligned && len(ready) > 1 && sampled(m) > b+overRead*m.SpanNs {
-		// Not shares of the GPU: on an H200 (driver 580) every process
-		// active in a round reads about the device's whole busy time while
-		// contexts time-slice (a process using 10% of the GPU beside a
-		// saturating one read 98). Taken as shares, the smaller tenant's cost
-		// per unit read several times its true one and the controller starved
-		// it (11.8 + 81.1 for 30 + 60). Nothing is learned from the round,
-		// and what was learned before it is suspect (Measurement.OverRead).
+		// Not shares of the GPU: samples that each read about the whole
+		// device's busy time (as an H200's one sample a round does), more
+		// than one in a round. Taken as shares, the smaller tenant's cost
+		// per unit read several times its true one and the controller
+		// starved it. Nothing is learned from the round, and what was
+		// learned before it is suspect (Measurement.OverRead).
 		g.overReads++
 		return &Measurement{SpanNs: m.SpanNs, OverRead: true}
 	}
@@ -175,10 +178,15 @@ func (g *gpuSamples) measurement(now uint64, owner func(pid uint32) (string, boo
 	}
 	if !complete && (g.overReads > 0 || !g.sharesSeen) {
 		// A round that misses a tenant who launched in it holds that
-		// tenant's time too on a GPU whose samples are not shares (an H200
-		// sampled a process taking 10% beside a saturating one in 3 rounds
-		// of 27, the other alone reading the whole device): only once
-		// complete rounds showed shares is it taken.
+		// tenant's time too on a GPU whose samples are not shares: an H200
+		// (driver 580) gives one sample a round, of one process, reading the
+		// whole device's busy time (a process taking 10% beside a saturating
+		// one was the one in 3 rounds of 27). Taken as its share, the
+		// sampled tenant's cost per unit read far above its true one, and
+		// the controller starved the smaller of a pair (11.8 + 81.1 for 30 +
+		// 60 on the H200, 7.1 + 83.6 simulated). Only once complete rounds
+		// of several samples showed shares is such a round taken.
+		g.partial++
 		return nil
 	}
 	// the residual (device busy no sample explains) only from one sampling
@@ -188,6 +196,10 @@ func (g *gpuSamples) measurement(now uint64, owner func(pid uint32) (string, boo
 	}
 	return m
 }
+
+// partialSay: rounds dropped for missing a launching tenant (with no round
+// showing shares) before the runner says so.
+const partialSay = 10
 
 // overRead is how far (a fraction of the window) a round's samples may sum
 // above the device's busy time before they are taken for what each process

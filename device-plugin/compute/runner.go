@@ -275,6 +275,10 @@ func (r *Runner) Tick(ctx context.Context) {
 				}
 			}
 			in.Measurement = gs.measurement(now, r.Owners, r.unitsOf(list), keys)
+			if gs.partial >= partialSay && !gs.sharesSeen && !gs.partialSaid {
+				logger.Info("Per-process samples on this GPU leave out containers that launched in their round (one process a round, reading the whole device, as an H200 gives them): they calibrate only rounds where one container ran; containers' costs come from the device-wide estimate", "gpu", uuid, "rounds", gs.partial)
+				gs.partialSaid = true
+			}
 			if gs.overReads > 0 && !gs.overReadSaid {
 				logger.Info("Per-process samples on this GPU are not shares of it (a round's samples sum above its busy time, as each active process reads about the whole device while contexts time-slice): they calibrate only rounds where one container ran; containers' costs come from the device-wide estimate", "gpu", uuid)
 				gs.overReadSaid = true

@@ -195,10 +195,10 @@ func (g *simGPU) Busy(_ string, mono uint64, _ time.Time) (Window, bool, error) 
 // Processes: one sample per process that ran, per second, ± noise points
 // that add up to nothing over a round (real shares sum to the device's
 // figure or below: REALGPU.md). With wholeDevice, as an H200 (driver 580)
-// gives them: a round every 200 ms, and each process that ran reads the
-// device's busy fraction of the round, present in a share of the rounds
-// about its own share of the round (a 10% process beside a saturating one
-// had a sample in 3 rounds of 27, a 30% one in 10).
+// gives them: a round every 200 ms with one sample, of one process that ran
+// in it, picked about as often as its share of the round's busy time (a 10%
+// process beside a saturating one in 3 rounds of 27, two saturating ones 15
+// and 13 of 28), reading the device's busy fraction of the round.
 func (g *simGPU) Processes(_ string, _ uint64, _ time.Time) ([]ProcessSample, error) {
 	period := time.Second
 	if g.wholeDevice {
@@ -211,10 +211,11 @@ func (g *simGPU) Processes(_ string, _ uint64, _ time.Time) ([]ProcessSample, er
 	first := g.lastProc == 0
 	var out []ProcessSample
 	for t := g.lastProc; t < end; t += period {
-		device := math.Round(100 * float64(sumBuckets(g.busy, t, t+period)) / float64(period))
+		device := sumBuckets(g.busy, t, t+period)
 		var round []ProcessSample
 		var noise []float64
 		var mean float64
+		pick := time.Duration(simNoise(0x5eed, t, 1<<20)+1<<20) * max(device, 1) / (2<<20 + 1) // where in the round's busy time the sample falls
 		for _, tn := range g.tenants {
 			b := sumBuckets(tn.busy, t, t+period)
 			if b == 0 {
@@ -222,10 +223,10 @@ func (g *simGPU) Processes(_ string, _ uint64, _ time.Time) ([]ProcessSample, er
 			}
 			pct := math.Round(100 * float64(b) / float64(period))
 			if g.wholeDevice {
-				if float64(simNoise(uint64(tn.pid)^0x5eed, t, 50)+50) >= pct { // present with probability ≈ pct/100
+				if pick -= b; pick >= 0 || len(round) > 0 {
 					continue
 				}
-				pct = device
+				pct = math.Round(100 * float64(device) / float64(period))
 			} else {
 				n := float64(simNoise(uint64(tn.pid)^g.seed, t, g.noise))
 				noise = append(noise, n)

@@ -117,11 +117,12 @@ func TestSimShares(t *testing.T) {
 }
 
 // TestSimWholeDeviceSamples: per-process samples as an H200 (driver 580)
-// gives them, each active process reading about the whole device's busy
-// time. Taken as shares they starved the smaller tenant of a pair (11.8 +
-// 81.1 for 30 + 60 on the H200, throughput); a round summing above the
-// device teaches nothing, and tenants of one program share by the
-// device-wide estimate.
+// gives them, one a round, of one process, reading the whole device's busy
+// time. Taken as shares they starved the smaller tenants (11.8 + 81.1 for
+// 30 + 60 and 5.8 + 24.4 + 43.8 for 20 + 30 + 40 on the H200, throughput;
+// 7.1 + 83.6 and 4.3 + 16.8 + 44.8 here); rounds that miss a launching
+// tenant teach nothing until complete rounds show shares, and tenants of
+// one program share by the device-wide estimate.
 func TestSimWholeDeviceSamples(t *testing.T) {
 	tests := []simCase{
 		{name: "pair 30+60", specs: []simTenant{simT("a", 30, simPlain), simT("b", 60, simPlain)}, want: map[string]float64{"a": 30, "b": 60}},

@@ -196,8 +196,8 @@ static int reader_sees_all(void);
  * in the period, for each complete period of FAKEGPU_PROC_SAMPLE_US (about a second) that ended
  * after last_seen_us (at most 16 back), off by up to FAKEGPU_PROC_NOISE points, keyed by
  * host pids (below), stamped in wall-clock microseconds like the device samples.
- * FAKEGPU_PROC_WHOLE=1 gives them as an H200 (driver 580) did: each process sampled reads
- * the device's whole busy time, not its share (set FAKEGPU_PROC_SAMPLE_US=200000 too). */
+ * FAKEGPU_PROC_WHOLE=1 gives them as an H200 (driver 580) did: one sample a round, of one
+ * process, reading the device's whole busy time (set FAKEGPU_PROC_SAMPLE_US=200000 too). */
 FK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
 						       nvmlProcessUtilizationSample_t *out,
 						       unsigned int *count,
@@ -226,14 +226,21 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
 	for (uint64_t w = nwin; w-- > 0;) {
 		uint64_t end = t - w * p;
 		uint64_t dev = fk_busy_locked(s, -1, end) - fk_busy_locked(s, -1, end - p);
+		/* whole-device samples (an H200): one per round, of a process picked about as
+		 * often as its share of the round's busy time (a 10% one beside a saturating
+		 * one: 3 rounds of 27), reading the device's busy time */
+		uint64_t pick = dev ? proc_hash(7919, end) % dev : 0;
 		for (int k = 0; k < FK_PIDS; k++) {
 			if (!s->pids[k].pid)
 				continue;
 			uint64_t busy = fk_busy_locked(s, k, end) - fk_busy_locked(s, k, end - p);
-			/* whole-device samples (an H200): a process is in a round about as often as
-			 * it had the GPU in it (a 10% one beside a saturating one: 3 rounds of 27) */
-			if (busy && fk.proc_whole && (unsigned)(proc_hash(k + 7919, end) % 100) >= pct(busy, p))
-				continue;
+			if (busy && fk.proc_whole) {
+				if (pick >= busy) {
+					pick -= busy;
+					continue;
+				}
+				pick = UINT64_MAX; /* picked: no other process in this round */
+			}
 			if (busy)
 				got[n].slot = s->pids[k], got[n].end = end, got[n].busy = busy, got[n].dev = dev, n++;
 		}
