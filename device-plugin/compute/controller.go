@@ -1,8 +1,6 @@
 package compute
 
 import (
-	"hash/fnv"
-	"math"
 	"sort"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
@@ -55,7 +53,12 @@ type Input struct {
 	// true 125 (fake driver). It neither teaches the cost estimate nor
 	// moves a tenant's integral or the back-off.
 	Partial bool
-	Tenants []TenantInput
+	// Unshared: per-process samples give no tenant's share of this GPU
+	// (none are taken, or they leave out tenants that launched, as an
+	// H200's one sample a round does): tenants take turns lending share
+	// (excitation), and the device-wide busy time fits each one's cost.
+	Unshared bool
+	Tenants  []TenantInput
 	// Measurement, when per-process samples for a window arrived since the
 	// last period (about once a second; nil otherwise and without Owners).
 	Measurement *Measurement
@@ -82,7 +85,6 @@ type Decision struct {
 // Tunables of the loop.
 const (
 	gain          = 0.3     // integral gain per period
-	dither        = 0.0     // ± relative rate modulation that keeps the regression identifiable
 	bankPeriods   = 0.25    // credit an idle tenant may bank, in periods of its rate
 	bootUnits     = 1 << 16 // cost units a tenant may launch before anything is known
 	maxBoot       = 1 << 24
@@ -106,7 +108,7 @@ type tenantState struct {
 	idle                    int // periods since it last launched
 	seen                    bool
 	measured                float64 // EWMA of the attributed busy fraction
-	fallback                float64 // EWMA of the undithered rate that held the share
+	fallback                float64 // EWMA of the rate that holds the share (not the lent one)
 	refit                   bool    // the costs it rested on were dropped: start it anew
 	periods                 int     // periods with a cost estimate
 	unlimited               bool    // the last decision let it launch freely
@@ -134,6 +136,11 @@ type GPU struct {
 	backedAt uint64
 	foreign  foreign
 	measured bool // attribution by measured costs (calibration.apart)
+	ex       excitation
+	// regressed: the costs come from the fit over the excitation's windows
+	// (estimator.regress; Fitted)
+	regressed bool
+	reCostAt  uint64 // NowNs the costs' basis last changed
 }
 
 // Foreign is the fraction of the GPU (0..1) taken by work no tenant's
@@ -142,6 +149,13 @@ type GPU struct {
 // tenants share and is never charged to them. 0 without measurements.
 func (g *GPU) Foreign() float64 {
 	return g.foreign.fraction()
+}
+
+// Fitted says whether the tenants' costs come from the fit over the
+// excitation's windows: a GPU whose per-process samples give no shares,
+// with tenants of different programs.
+func (g *GPU) Fitted() bool {
+	return g.regressed
 }
 
 // NewGPU returns a controller with no history.
@@ -228,10 +242,40 @@ func (g *GPU) Step(in Input) []Decision {
 	for _, key := range keys {
 		steady[key] = g.tenants[key].periods > settlePeriods
 	}
+	// clean: the period began after the excitation last changed the
+	// targets, so what it shows was launched at the targets in force
+	clean := g.ex.clean(float64(in.NowNs) - in.LagNs - P)
 	if !in.Partial {
-		g.est.add(in.BusyNs, P, units, steady)
+		g.est.add(in.BusyNs, P, units, steady, clean)
 	}
 	k := g.est.fit(keys)
+	known := false // the fit's costs are well determined
+	if in.Unshared {
+		// the fit's costs once two stand apart, for as long as they stay
+		// well determined
+		rk, apart := g.est.regress(keys)
+		known = rk != nil
+		was := g.regressed
+		g.regressed = apart || (g.regressed && rk != nil)
+		for key, c := range rk {
+			if g.regressed {
+				k[key] = c
+			}
+		}
+		if g.regressed != was {
+			// the integrals made up for the old costs' error: with the
+			// fit's costs they overshot (an 8x-apart pair joining late
+			// dropped to 21% of the GPU for a second, simulated); and
+			// windows seen after the change, late, show the rates of the
+			// old costs: they move no integral (reCostAt)
+			for _, st := range g.tenants {
+				st.integ = 0
+			}
+			g.reCostAt = in.NowNs
+		}
+	} else {
+		g.regressed = false
+	}
 	if m := in.Measurement; m != nil && m.OverRead {
 		// per-process samples that are not shares (each active process
 		// read about the whole device): what they taught so far, the
@@ -279,7 +323,12 @@ func (g *GPU) Step(in Input) []Decision {
 	}
 	calibrated := map[string]bool{}
 	for _, key := range keys {
-		if c, ok := g.tenants[key].cal.cost(); ok && g.measured {
+		// not where samples give no shares: what they teach there comes
+		// from rounds in which one tenant launched, whose sample may hold
+		// another's queued work (an elementwise program read 6.7 ns per
+		// unit for a true 3.75, and got 67.5 for 60 beside a GEMM,
+		// simulated); the fit over the excitation's windows rules there
+		if c, ok := g.tenants[key].cal.cost(); ok && g.measured && !in.Unshared {
 			k[key], calibrated[key] = c, true
 		}
 	}
@@ -320,6 +369,16 @@ func (g *GPU) Step(in Input) []Decision {
 		backoff *= 0.85
 	}
 	level := g.est.level()
+	var eligible []string
+	for _, t := range in.Tenants {
+		if g.tenants[t.Key].idle < activeAfter && excitable(t, shares[t.Key]) {
+			eligible = append(eligible, t.Key)
+		}
+	}
+	// the targets in force over the period are the last decision's (a
+	// clean period began after the excitation's last switch)
+	lent := g.ex.lent
+	lend := g.ex.step(in.NowNs, in.Unshared && !in.Partial, known, shares, eligible)
 	out := make([]Decision, 0, len(in.Tenants))
 	for _, t := range in.Tenants {
 		st := g.tenants[t.Key]
@@ -338,153 +397,9 @@ func (g *GPU) Step(in Input) []Decision {
 		if !calibrated[t.Key] {
 			fk *= level
 		}
-		d.Control = g.decide(t, st, in, P, a, k[t.Key], fk, d.Share, throttled, backoff)
+		tg := target{now: d.Share + lend[t.Key], seen: d.Share + lent[t.Key], hold: !clean}
+		d.Control = g.decide(t, st, in, P, a, k[t.Key], fk, d.Share, tg, throttled, backoff)
 		out = append(out, d)
 	}
 	return out
-}
-
-// targets is each tenant's share this period. fixed: its share. balance:
-// its share plus what active tenants leave idle, split by share. Best effort
-// (no share asked): what active tenants with shares leave idle. Foreign load
-// (a fraction of the GPU) comes off the headroom first: shares that no longer
-// fit are scaled to what it leaves.
-func (g *GPU) targets(ts []TenantInput, foreign float64) map[string]float64 {
-	room := max(headroom-foreign, 0.05)
-	out := make(map[string]float64, len(ts))
-	var claimed, balance float64
-	var bestEffort, active int
-	for _, t := range ts {
-		if g.tenants[t.Key].idle < activeAfter {
-			active++
-		}
-	}
-	for _, t := range ts {
-		active := g.tenants[t.Key].idle < activeAfter
-		switch {
-		case t.Share >= 1:
-			if active {
-				bestEffort++
-			}
-		case active:
-			claimed += t.Share
-			if t.Policy == api.ComputeBalance {
-				balance += t.Share
-			}
-		}
-	}
-	spare := max(room-claimed, 0) // lent out up to the headroom, never into saturation
-	// A tenant with a share that gets less than it (by more than a point) is
-	// held back by contention, not by its allowance: best-effort tenants give
-	// way until it is served.
-	var shortfall float64
-	for _, t := range ts {
-		if st := g.tenants[t.Key]; t.Share < 1 && st.idle < activeAfter {
-			shortfall += max(t.Share-st.measured-0.01, 0)
-		}
-	}
-	scale := 1.0
-	if claimed > room {
-		scale = room / claimed
-	}
-	for _, t := range ts {
-		s := t.Share
-		switch {
-		case s >= 1:
-			s = 1
-			if claimed > 0 {
-				s = max(spare-shortfall, 0.01) / float64(max(bestEffort, 1))
-				if balance > 0 {
-					s = 0 // balance tenants take the spare first
-				}
-			}
-		case t.Policy == api.ComputeBalance && active == 1 && g.tenants[t.Key].idle < activeAfter:
-			s = 1 // alone on the GPU: nobody to give way to
-		case t.Policy == api.ComputeBalance && balance > 0 && bestEffort == 0:
-			s += spare * t.Share / balance
-		}
-		if s < 1 {
-			s *= scale
-		}
-		out[t.Key] = min(s, 1)
-	}
-	return out
-}
-
-func (g *GPU) decide(t TenantInput, st *tenantState, in Input, P, a, k, fk, share float64, throttled bool, backoff float64) api.ControlDevice {
-	c := api.ControlDevice{StampNs: in.NowNs, PeriodUs: uint32(P / 1000)}
-	// what the previous decision allowed up to now
-	if in.NowNs > st.stamp {
-		st.allowance += uint64(st.rate * float64(in.NowNs-st.stamp))
-	}
-	st.stamp = in.NowNs
-	st.unlimited = t.Policy == api.ComputeNone || share >= 0.999
-	if st.unlimited {
-		c.Mode = api.ControlUnlimited
-		st.rate, st.integ = 0, 0
-		st.allowance = t.latest()
-		c.Allowance = st.allowance
-		if fk > 0 {
-			c.Fallback = max(share, 0.01) / fk
-		}
-		return c
-	}
-	c.Mode = api.ControlLimited
-	if k <= 0 { // nothing measured yet: a few launches per period, doubling while held back
-		if throttled && st.boot < maxBoot {
-			st.boot *= 2
-		}
-		st.rate = 0
-		st.allowance = t.latest() + st.boot
-		c.Allowance = st.allowance
-		return c
-	}
-	e := (share - a/P) * P
-	if !in.Partial && (e < 0 || throttled) {
-		st.integ += e
-	}
-	lim := 3 * max(share, 0.02) * P
-	st.integ = min(max(st.integ, -lim), lim)
-	frac := max(share+gain*st.integ/P, share/8, 0.002)
-	rate := frac / k * backoff
-	// the rate that holds the share, should the node stop answering: the
-	// share at the estimated cost, averaged. Not the rates in force: while
-	// the loop settles the GPU is often saturated, launches queue instead of
-	// running, and the rates that held the share then were up to half as
-	// high again as what the share needs once no one corrects them (a 30%
-	// container ran at 41-44% after the controller died at 2.5 s, fake
-	// driver). fk is measured (per-process samples) or the device-wide
-	// estimate at its absolute level (estimator.level), so share/fk is the
-	// launch rate that takes the share.
-	st.periods++
-	if st.periods <= settlePeriods || st.refit {
-		st.fallback, st.refit = share/fk, false
-	} else { // over about a second, whatever the driver's sampling period (100 ms on an H100, 200 on an H200)
-		st.fallback += (1 - math.Exp(-P/fallbackTauNs)) * (share/fk - st.fallback)
-	}
-	rate *= 1 + dither*sign(t.Key, g.period)
-	st.rate = rate
-	// an idle tenant banks at most a fraction of a period, beyond its
-	// newest reading: not beyond Launched, read at the edge of a late
-	// window, which an active tenant is past already (at 100 ms late a
-	// tenant was held below its rate every period: 90 ran at 79, 30+60 at
-	// 26+53, simulated)
-	st.allowance = min(st.allowance, t.latest()+uint64(rate*P*bankPeriods))
-	c.Allowance, c.Rate = st.allowance, rate
-	c.Fallback = st.fallback
-	return c
-}
-
-// sign is a deterministic ±1 sequence per tenant.
-func sign(key string, period uint64) float64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(key))
-	x := h.Sum64() ^ (period * 0x9E3779B97F4A7C15)
-	x ^= x >> 31
-	x *= 0xBF58476D1CE4E5B9
-	x ^= x >> 29
-	if x&1 == 0 {
-		return -1
-	}
-	return 1
 }

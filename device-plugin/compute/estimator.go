@@ -12,8 +12,10 @@ package compute
 //     of it not explained by tenants with solo estimates is shared by the
 //     others at one common cost.
 //
-// Regression over mixed periods was tried and rejected: in closed loop, with
-// launches queueing, it drifted apart for identical tenants.
+// Regression over mixed periods (regress) drifted apart for identical
+// tenants in a steady closed loop; it is used only where the controller
+// varies the tenants' rates against each other (excite.go) and nothing else
+// gives a tenant's own cost.
 type estimator struct {
 	window int
 	obs    []observation // ring, newest last
@@ -24,6 +26,7 @@ type estimator struct {
 
 type observation struct {
 	busy      float64            // ns
+	period    float64            // ns
 	saturated bool               // busy (nearly) all period: work queued, launched ≠ ran
 	units     map[string]float64 // per tenant
 	// steady: every tenant that launched in it had been held to a rate for
@@ -32,6 +35,9 @@ type observation struct {
 	// busy time of work from before the controller, all of which a start's
 	// windows count as the cost of its few charged units.
 	steady bool
+	// clean: the window lies within one phase of the excitation (or none
+	// ran): the regression's rows (regress)
+	clean bool
 }
 
 const (
@@ -50,8 +56,8 @@ func newEstimator(window int) *estimator {
 // add records a window. steady are the tenants that have been held to a rate
 // long enough for a solo window of theirs to say what their work costs (not
 // in start-up, where launches come in bursts).
-func (e *estimator) add(busy, period float64, units map[string]float64, steady map[string]bool) {
-	o := observation{busy: busy, saturated: busy >= saturatedAt*period, units: units}
+func (e *estimator) add(busy, period float64, units map[string]float64, steady map[string]bool, clean bool) {
+	o := observation{busy: busy, period: period, saturated: busy >= saturatedAt*period, units: units, clean: clean}
 	for key, u := range units {
 		if u > 0 {
 			o.steady = steady[key]

@@ -47,6 +47,9 @@ type gpuSamples struct {
 	// partialSaid: the log line about them
 	partial     int
 	partialSaid bool
+	// fittedSaid: the log line about costs from the excitation's fit
+	// (GPU.Fitted) was written, and not taken back since
+	fittedSaid bool
 }
 
 const (
@@ -196,6 +199,20 @@ func (g *gpuSamples) measurement(now uint64, owner func(pid uint32) (string, boo
 	}
 	return m
 }
+
+// unshared: the GPU's per-process samples give no tenant's share while
+// tenants run together: rounds of several samples summed above its busy
+// time, or rounds left out launching tenants for a while and none showed
+// shares (an H200's one sample a round).
+func (g *gpuSamples) unshared() bool {
+	return g.overReads > 0 || (g.partial >= partialUnshared && !g.sharesSeen)
+}
+
+// partialUnshared: rounds dropped for missing a launching tenant, with no
+// round showing shares, before the GPU counts as unshared (a second of an
+// H200's rounds; a tenant's first round or two on an H100, which samples
+// every process once a second, never reach it).
+const partialUnshared = 5
 
 // partialSay: rounds dropped for missing a launching tenant (with no round
 // showing shares) before the runner says so.

@@ -264,7 +264,7 @@ func (r *Runner) Tick(ctx context.Context) {
 			r.gpus[uuid] = g
 		}
 		in := Input{BusyNs: busy, PeriodNs: period, NowNs: now, LagNs: float64(now - min(now, w.EndNs)),
-			Partial: w.StartNs < r.changed[uuid]}
+			Partial: w.StartNs < r.changed[uuid], Unshared: r.Owners == nil || procs == nil || gs.unshared()}
 		if r.Owners != nil {
 			// tenants with a usage report: one that never launched (no
 			// report yet) has no sample to wait for
@@ -301,6 +301,14 @@ func (r *Runner) Tick(ctx context.Context) {
 			kept = append(kept, t)
 		}
 		ds := g.Step(in)
+		if f := g.Fitted(); f != gs.fittedSaid {
+			if f {
+				logger.Info("Containers on this GPU run programs whose launches cost differently, and its per-process samples give no shares: their costs come from the device's busy time while they take turns lending share (each turn lasts seconds)", "gpu", uuid)
+			} else {
+				logger.V(2).Info("Containers on this GPU share one cost per launched unit again", "gpu", uuid)
+			}
+			gs.fittedSaid = f
+		}
 		for i, d := range ds {
 			m, err := r.control(kept[i])
 			if err != nil {

@@ -319,7 +319,7 @@ func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]floa
 				if gg := r.gpus["GPU-sim"]; gg != nil {
 					for k, st := range gg.tenants {
 						c, _ := st.cal.cost()
-						fmt.Fprintf(&b, " cal[%s n %.1f cost %.4g apart %v]", k, st.cal.n, c, gg.measured)
+						fmt.Fprintf(&b, " cal[%s n %.1f cost %.4g apart %v reg %v]", k, st.cal.n, c, gg.measured, gg.regressed)
 					}
 				}
 				for _, tn := range g.tenants {

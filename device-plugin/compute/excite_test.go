@@ -1,0 +1,105 @@
+package compute
+
+import (
+	"math"
+	"testing"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+)
+
+func TestExcitationStep(t *testing.T) {
+	shares := map[string]float64{"a": 0.2, "b": 0.3, "c": 0.4}
+	sum := func(m map[string]float64) float64 {
+		var s float64
+		for _, v := range m {
+			s += v
+		}
+		return s
+	}
+	const s = uint64(1e9)
+	t.Run("off: no turns, one tenant, or not unshared", func(t *testing.T) {
+		var x excitation
+		if got := x.step(s, false, false, shares, []string{"a", "b"}); got != nil {
+			t.Errorf("not unshared: %v", got)
+		}
+		if got := x.step(s, true, false, shares, []string{"a"}); got != nil {
+			t.Errorf("one tenant: %v", got)
+		}
+	})
+	t.Run("the GPU's load stays; turns rotate every phase", func(t *testing.T) {
+		var x excitation
+		now := 100 * s
+		// d: the smaller of exciteMax and exciteOfMin of the smallest target
+		d := math.Min(exciteMax, exciteOfMin*0.2)
+		seen := map[string]int{}
+		for i := range 3 {
+			got := x.step(now+uint64(i)*uint64(excitePhaseNs), true, false, shares, []string{"c", "a", "b"})
+			if math.Abs(sum(got)) > 1e-12 {
+				t.Fatalf("phase %d lends %v: sums to %g, want 0", i, got, sum(got))
+			}
+			for key, v := range got {
+				switch {
+				case math.Abs(v-2*d) < 1e-12:
+					seen[key]++
+				case math.Abs(v+d) > 1e-12:
+					t.Errorf("phase %d: %s changed by %g, want %g or %g", i, key, v, 2*d, -d)
+				}
+			}
+			if !x.clean(float64(now+uint64(i)*uint64(excitePhaseNs))+exciteMarginNs) || x.clean(float64(now+uint64(i)*uint64(excitePhaseNs))) {
+				t.Errorf("phase %d: a window from the switch on (and a margin) is clean, one before it is not", i)
+			}
+		}
+		if len(seen) != 3 || seen["a"] != 1 || seen["b"] != 1 || seen["c"] != 1 {
+			t.Errorf("three phases lent to %v, want each tenant once", seen)
+		}
+		// within a phase nothing changes
+		before := x.switched
+		x.step(now+2*uint64(excitePhaseNs)+uint64(excitePhaseNs/2), true, false, shares, []string{"a", "b", "c"})
+		if x.switched != before {
+			t.Error("the targets switched within a phase")
+		}
+	})
+	t.Run("known costs lend less", func(t *testing.T) {
+		var x, y excitation
+		got := x.step(s, true, false, shares, []string{"a", "b"})
+		less := y.step(s, true, true, shares, []string{"a", "b"})
+		if math.Abs(less["a"]-exciteKnown*got["a"]) > 1e-12 {
+			t.Errorf("known: lends %v, want %g of %v", less, exciteKnown, got)
+		}
+	})
+	t.Run("a tenant joining starts the turns anew", func(t *testing.T) {
+		var x excitation
+		x.step(s, true, false, shares, []string{"a", "b"})
+		x.step(s+uint64(excitePhaseNs), true, false, shares, []string{"a", "b"})
+		at := s + uint64(excitePhaseNs) + 1
+		got := x.step(at, true, false, shares, []string{"a", "b", "c"})
+		if x.switched != at || x.phase != 0 || got["a"] <= 0 {
+			t.Errorf("after a join: switched %d phase %d lends %v; want a new first phase from %d", x.switched, x.phase, got, at)
+		}
+		if got := x.step(at+1, false, false, shares, nil); got != nil || x.clean(float64(at)) {
+			t.Errorf("turned off: lends %v; a window from before is clean: %v", got, x.clean(float64(at)))
+		}
+	})
+}
+
+func TestExcitable(t *testing.T) {
+	tests := []struct {
+		name  string
+		t     TenantInput
+		share float64
+		want  bool
+	}{
+		{name: "fixed share", t: TenantInput{Tenant: Tenant{Share: 0.3, Policy: api.ComputeFixed}}, share: 0.3, want: true},
+		{name: "balance with lent capacity", t: TenantInput{Tenant: Tenant{Share: 0.3, Policy: api.ComputeBalance}}, share: 0.5, want: true},
+		{name: "best effort", t: TenantInput{Tenant: Tenant{Share: 1}}, share: 0.2},
+		{name: "unlimited", t: TenantInput{Tenant: Tenant{Share: 0.3, Policy: api.ComputeNone}}, share: 0.3},
+		{name: "alone with balance: the whole GPU", t: TenantInput{Tenant: Tenant{Share: 0.3, Policy: api.ComputeBalance}}, share: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := excitable(tt.t, tt.share); got != tt.want {
+				t.Errorf("excitable = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,179 @@
+package compute
+
+import "math"
+
+// Regression over mixed windows: busy = Σ cost_i × units_i. In a steady
+// closed loop every tenant launches at a near constant rate, so the units
+// of different tenants rise and fall together and the fit cannot tell their
+// costs apart (it drifted apart for identical tenants, fake driver). Where
+// nothing else gives a tenant's own cost (per-process samples that are not
+// shares, or none: Input.Unshared) the controller varies the tenants' rates
+// against each other (excitation, excite.go), and then the fit is well
+// posed.
+
+// Regression tunables.
+const (
+	regressMinPer = 4    // windows per fitted cost, at least
+	regressMinN   = 8    // windows, at least
+	regressMaxRel = 0.5  // a cost's standard error, relative, beyond which the fit says nothing
+	regressSigmas = 3.0  // how far apart two costs must stand (standard errors)
+	regressApart  = 0.05 // and by how much, relative: closer, tenants share the pooled cost (exact for one program)
+	regressNoise  = 0.01 // of a window: the busy time's noise, at least (whole percents, queues)
+)
+
+// regress fits each launching tenant's cost per unit over the clean windows
+// (steady, within one phase of the excitation). Saturated windows count:
+// what a tenant launched and did not run yet is bounded by its queue (a
+// launch blocks while it is full), so over the fit's windows launched is
+// what ran, and a saturated GPU whose split is wrong (a GEMM beside an
+// elementwise program, sharing one pooled cost: 99.9 + 0.1 for 50 + 50,
+// simulated) gives no unsaturated window to learn from. ok is true
+// when every fitted cost is well determined and two of them stand apart;
+// otherwise the pooled estimate (fit) stays, exact for tenants of one
+// program, which the fit's noise would split. costs is nil when a cost is
+// not well determined (apart is then false).
+func (e *estimator) regress(keys []string) (costs map[string]float64, apart bool) {
+	var rows []observation
+	for _, o := range e.obs {
+		if o.steady && o.clean && o.busy > 0 {
+			rows = append(rows, o)
+		}
+	}
+	var cols []string
+	scale := map[string]float64{}
+	for _, key := range keys {
+		var s float64
+		for _, o := range rows {
+			s += o.units[key]
+		}
+		if s > 0 {
+			cols = append(cols, key)
+			scale[key] = s / float64(max(len(rows), 1))
+		}
+	}
+	m, n := len(cols), len(rows)
+	if m < 2 || n < max(regressMinN, regressMinPer*m) {
+		return nil, false
+	}
+	// normal equations of the columns scaled to their mean (units differ by
+	// orders of magnitude between programs)
+	a := make([][]float64, m)
+	b := make([]float64, m)
+	for i := range a {
+		a[i] = make([]float64, m)
+	}
+	x := make([]float64, m)
+	for _, o := range rows {
+		for i, key := range cols {
+			x[i] = o.units[key] / scale[key]
+		}
+		for i := range cols {
+			b[i] += x[i] * o.busy
+			for j := range cols {
+				a[i][j] += x[i] * x[j]
+			}
+		}
+	}
+	inv, ok := invert(a)
+	if !ok {
+		return nil, false
+	}
+	beta := make([]float64, m)
+	for i := range beta {
+		for j := range b {
+			beta[i] += inv[i][j] * b[j]
+		}
+	}
+	var rss, busy, units, period float64
+	for _, o := range rows {
+		period += o.period
+		r := o.busy
+		for i, key := range cols {
+			r -= beta[i] * o.units[key] / scale[key]
+			units += o.units[key]
+		}
+		rss += r * r
+		busy += o.busy
+	}
+	// at least the busy time's own noise: a saturated window reads 100%
+	// whatever ran, and a fit of tenants whose queues split a saturated GPU
+	// (units that do not move with the excitation) is exact and says
+	// nothing (two tenants of one program read 250 and 6.3 ns per unit for
+	// a true 125, simulated)
+	s2 := max(rss/float64(n-m), math.Pow(regressNoise*period/float64(n), 2))
+	pooled := busy / units
+	out := make(map[string]float64, m)
+	for i, key := range cols {
+		// A cost at or below the floor is taken at the floor: a tenant
+		// whose work is a sliver of a saturated GPU (an elementwise program
+		// held to a rate for a pooled cost a thousand times its own, beside
+		// a GEMM that fills the queue) has no cost the busy time can tell
+		// from zero; at the floor it is given more rate, launches more, and
+		// the next fits see it.
+		c := max(beta[i]/scale[key], minCost*pooled)
+		if se := math.Sqrt(max(s2*inv[i][i], 0)) / scale[key]; se > regressMaxRel*c {
+			return nil, false
+		}
+		out[key] = c
+	}
+	for i := range cols {
+		for j := i + 1; j < m; j++ {
+			ci, cj := out[cols[i]], out[cols[j]]
+			// variance of ci - cj in the scaled coordinates
+			v := s2 * (inv[i][i]/(scale[cols[i]]*scale[cols[i]]) + inv[j][j]/(scale[cols[j]]*scale[cols[j]]) -
+				2*inv[i][j]/(scale[cols[i]]*scale[cols[j]]))
+			if math.Abs(math.Log(ci/cj)) > regressApart && math.Abs(ci-cj) > regressSigmas*math.Sqrt(max(v, 0)) {
+				return out, true
+			}
+		}
+	}
+	return out, false
+}
+
+// invert returns the inverse of the small symmetric matrix a (Gauss-Jordan,
+// partial pivoting); ok is false when it is singular or nearly so.
+func invert(a [][]float64) ([][]float64, bool) {
+	m := len(a)
+	w := make([][]float64, m)
+	var norm float64
+	for i := range a {
+		w[i] = make([]float64, 2*m)
+		copy(w[i], a[i])
+		w[i][m+i] = 1
+		for _, v := range a[i] {
+			norm = max(norm, math.Abs(v))
+		}
+	}
+	if norm == 0 {
+		return nil, false
+	}
+	for c := range m {
+		p := c
+		for r := c + 1; r < m; r++ {
+			if math.Abs(w[r][c]) > math.Abs(w[p][c]) {
+				p = r
+			}
+		}
+		if math.Abs(w[p][c]) < 1e-9*norm {
+			return nil, false
+		}
+		w[c], w[p] = w[p], w[c]
+		d := w[c][c]
+		for j := range w[c] {
+			w[c][j] /= d
+		}
+		for r := range m {
+			if r != c && w[r][c] != 0 {
+				f := w[r][c]
+				for j := range w[r] {
+					w[r][j] -= f * w[c][j]
+				}
+			}
+		}
+	}
+	out := make([][]float64, m)
+	for i := range w {
+		out[i] = w[i][m:]
+	}
+	return out, true
+}

@@ -1,0 +1,157 @@
+package compute
+
+import (
+	"math"
+	"testing"
+)
+
+// turns builds n windows of 200 ms in which tenants with costs (ns per
+// unit) launch at the rates that hold their shares at the cost the
+// controller assumes (0: their own), the excitation lending d of the GPU to
+// one tenant at a time for phase windows; busy is read in whole percents,
+// as NVML gives it, and capped at the window.
+func turns(n, phase int, costs map[string]float64, assumed float64, shares map[string]float64, keys []string, d float64) []observation {
+	const P = 200e6
+	var out []observation
+	for w := range n {
+		boosted := keys[(w/phase)%len(keys)]
+		units := map[string]float64{}
+		var busy float64
+		for _, key := range keys {
+			s := shares[key] - d
+			if key == boosted {
+				s = shares[key] + d*float64(len(keys)-1)
+			}
+			c := costs[key]
+			if assumed > 0 {
+				c = assumed
+			}
+			units[key] = s * P / c
+			busy += units[key] * costs[key]
+		}
+		busy = math.Min(math.Round(100*busy/P), 100) / 100 * P
+		out = append(out, observation{busy: busy, period: P, saturated: busy >= saturatedAt*P, units: units, steady: true, clean: w%phase != 0})
+	}
+	return out
+}
+
+func TestRegress(t *testing.T) {
+	keys := []string{"a", "b"}
+	two := map[string]float64{"a": 1000, "b": 125}
+	one := map[string]float64{"a": 125, "b": 125}
+	pair := map[string]float64{"a": 0.3, "b": 0.6}
+	tests := []struct {
+		name  string
+		obs   []observation
+		keys  []string
+		apart bool
+		known bool               // costs returned (well determined)
+		want  map[string]float64 // within tol (3% if 0), when set
+		tol   float64
+	}{
+		{name: "two programs taking turns", obs: turns(40, 10, two, 0, pair, keys, 0.09), keys: keys,
+			apart: true, known: true, want: two},
+		{name: "one program taking turns: the pooled cost stays", obs: turns(40, 10, one, 0, pair, keys, 0.09), keys: keys,
+			known: true, want: one},
+		{name: "three programs taking turns", obs: turns(60, 10, map[string]float64{"a": 1000, "b": 125, "c": 3788}, 0,
+			map[string]float64{"a": 0.2, "b": 0.3, "c": 0.4}, []string{"a", "b", "c"}, 0.06), keys: []string{"a", "b", "c"},
+			apart: true, known: true, want: map[string]float64{"a": 1000, "b": 125, "c": 3788}},
+		{name: "steady rates tell nothing", obs: turns(40, 10, two, 0, pair, keys, 0), keys: keys},
+		{name: "too few windows", obs: turns(6, 3, two, 0, pair, keys, 0.09), keys: keys},
+		{name: "windows across a switch are left out", obs: func() []observation {
+			// the first window of a phase counts launches at the new
+			// targets and shows the busy time of the old ones (rates set
+			// for one pooled cost: the GPU's load moves with the turns)
+			o := turns(40, 4, two, 1000, pair, keys, 0.09)
+			for i := range o {
+				if !o[i].clean && i > 0 {
+					o[i].busy = o[i-1].busy
+				}
+			}
+			return o
+		}(), keys: keys, apart: true, known: true, want: two, tol: 0.15}, // b's work is a twentieth of the GPU there: whole percents
+		{name: "queues split a saturated GPU: units do not move", obs: func() []observation {
+			var o []observation
+			for range 40 {
+				o = append(o, observation{busy: 200e6, period: 200e6, saturated: true, steady: true, clean: true,
+					units: map[string]float64{"a": 100000, "b": 800000}})
+			}
+			o[7].units = map[string]float64{"a": 100100, "b": 799000}
+			return o
+		}(), keys: keys},
+		{name: "a sliver beside a tenant that fills the GPU: at the floor", obs: func() []observation {
+			var o []observation
+			for w := range 40 {
+				// a GEMM's queue fills what an elementwise tenant (3.75 ns
+				// per unit, one kernel of 80,000 units now and then) leaves
+				b := float64(w%3) * 80000
+				o = append(o, observation{busy: 200e6, period: 200e6, saturated: true, steady: true, clean: true,
+					units: map[string]float64{"a": (200e6 - 3.75*b) / 3788, "b": b}})
+			}
+			return o
+		}(), keys: keys, apart: true, known: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEstimator(window)
+			e.obs = tt.obs
+			got, apart := e.regress(tt.keys)
+			if apart != tt.apart || (got != nil) != tt.known {
+				t.Fatalf("regress = %v, apart %v; want apart %v, costs %v", got, apart, tt.apart, tt.known)
+			}
+			tol := tt.tol
+			if tol == 0 {
+				tol = 0.03
+			}
+			for key, w := range tt.want {
+				if math.Abs(got[key]/w-1) > tol {
+					t.Errorf("%s: %.1f ns per unit, want %.0f", key, got[key], w)
+				}
+			}
+		})
+	}
+}
+
+// The sliver's cost is the floor: a fraction of the pooled cost, so that the
+// tenant is given rate and the next fits see its work.
+func TestRegressSliverAtTheFloor(t *testing.T) {
+	e := newEstimator(window)
+	for w := range 40 {
+		b := float64(w%3) * 80000
+		e.obs = append(e.obs, observation{busy: 200e6, period: 200e6, saturated: true, steady: true, clean: true,
+			units: map[string]float64{"a": (200e6 - 3.75*b) / 3788, "b": b}})
+	}
+	got, _ := e.regress([]string{"a", "b"})
+	var busy, units float64
+	for _, o := range e.obs {
+		busy += o.busy
+		units += o.units["a"] + o.units["b"]
+	}
+	if floor := minCost * busy / units; math.Abs(got["b"]/floor-1) > 1e-6 {
+		t.Errorf("b: %.2f ns per unit, want the floor %.2f", got["b"], floor)
+	}
+	if math.Abs(got["a"]/3788-1) > 0.03 {
+		t.Errorf("a: %.1f ns per unit, want 3788", got["a"])
+	}
+}
+
+func TestInvert(t *testing.T) {
+	inv, ok := invert([][]float64{{4, 2}, {2, 3}})
+	if !ok {
+		t.Fatal("a regular matrix read as singular")
+	}
+	want := [][]float64{{0.375, -0.25}, {-0.25, 0.5}}
+	for i := range want {
+		for j := range want[i] {
+			if math.Abs(inv[i][j]-want[i][j]) > 1e-12 {
+				t.Errorf("inv[%d][%d] = %g, want %g", i, j, inv[i][j], want[i][j])
+			}
+		}
+	}
+	if _, ok := invert([][]float64{{1, 2}, {2, 4}}); ok {
+		t.Error("a singular matrix inverted")
+	}
+	if _, ok := invert([][]float64{{0, 0}, {0, 0}}); ok {
+		t.Error("zeros inverted")
+	}
+}
