@@ -322,6 +322,7 @@ func scenario(t *testing.T, specs []tenantSpec, stopControllerAfter time.Duratio
 
 func run(t *testing.T, specs []tenantSpec, stopControllerAfter time.Duration) outcome {
 	t.Helper()
+	specs, stopControllerAfter = stretched(t, specs, stopControllerAfter)
 	g, src := newFakeGPU(t)
 	runs := make([]*tenantRun, len(specs))
 	byName := map[string]*tenantRun{}

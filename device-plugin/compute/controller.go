@@ -244,17 +244,16 @@ func (g *GPU) Step(in Input) []Decision {
 	}
 	// clean: the period began after the excitation last changed the
 	// targets, so what it shows was launched at the targets in force
-	clean := g.ex.clean(float64(in.NowNs) - in.LagNs - P)
+	end := float64(in.NowNs) - in.LagNs
+	clean := g.ex.clean(end-P, end)
 	if !in.Partial {
 		g.est.add(in.BusyNs, P, units, steady, clean)
 	}
 	k := g.est.fit(keys)
-	known := false // the fit's costs are well determined
 	if in.Unshared {
 		// the fit's costs once two stand apart, for as long as they stay
 		// well determined
 		rk, apart := g.est.regress(keys)
-		known = rk != nil
 		was := g.regressed
 		g.regressed = apart || (g.regressed && rk != nil)
 		for key, c := range rk {
@@ -375,10 +374,10 @@ func (g *GPU) Step(in Input) []Decision {
 			eligible = append(eligible, t.Key)
 		}
 	}
-	// the targets in force over the period are the last decision's (a
-	// clean period began after the excitation's last switch)
-	lent := g.ex.lent
-	lend := g.ex.step(in.NowNs, in.Unshared && !in.Partial, known, shares, eligible)
+	// the targets in force over the period (seen late: perhaps those of an
+	// earlier phase)
+	lent := g.ex.lentAt(end)
+	lend := g.ex.step(in.NowNs, in.Unshared && !in.Partial, shares, eligible)
 	out := make([]Decision, 0, len(in.Tenants))
 	for _, t := range in.Tenants {
 		st := g.tenants[t.Key]

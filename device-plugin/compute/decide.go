@@ -76,9 +76,9 @@ func (g *GPU) targets(ts []TenantInput, foreign float64) map[string]float64 {
 // target is a tenant's share with what the excitation lends or borrows.
 type target struct {
 	now  float64 // from this decision on
-	seen float64 // in force over the period seen (the last decision's)
-	// hold: the period began before the excitation's last switch, so it
-	// shows launches at other targets; it moves no integral. Compared with
+	seen float64 // in force over the period seen
+	// hold: the targets changed within the period (or just before it), so
+	// it shows launches at two targets; it moves no integral. Compared with
 	// the targets after the switch, periods seen late kicked the integrals
 	// by the lent share at every switch (with samples 200 ms late an
 	// 8x-apart pair joining late swung between 56% and 100% of the GPU

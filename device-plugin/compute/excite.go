@@ -1,6 +1,7 @@
 package compute
 
 import (
+	"math"
 	"slices"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
@@ -23,65 +24,101 @@ type excitation struct {
 	members []string // the tenants taking turns, sorted; none: off
 	phase   int      // the index of the tenant lent share
 	since   uint64   // NowNs the phase began
-	// switched: NowNs of the last change of targets; a window that began
-	// before it (and a margin) holds launches at the old rates
-	switched uint64
-	lent     map[string]float64 // the last step's changes of target
+	// changes: the last changes of the targets (NowNs, what each tenant
+	// was lent from then on): a window seen late tells which were in force
+	changes []change
 }
 
-// Excitation tunables.
+type change struct {
+	at   uint64
+	lend map[string]float64
+}
+
+// changesKept: enough for the windows seen up to a second late
+const changesKept = 8
+
+// Excitation tunables, from simulated runs of 15 mixes, 0-200 ms late
+// samples (docs/limiter.md). A phase of 1 s is smeared by half a second of
+// queued work (a deep-queued pair at 30 + 60 got 55.0 + 34.9); 2 s holds
+// it. A tenant's share over a window shorter than a cycle (n phases) is off
+// by up to about d × phase / window: d is kept small (0.1 missed more mixes
+// than 0.05, by that ripple; 0.03 identified too slowly).
 const (
 	excitePhaseNs  = 2e9   // how long one tenant holds the lent share
-	exciteMarginNs = 100e6 // after a switch, before a window counts as clean (queued launches, a device sample averaging 1/6 s)
-	exciteMax      = 0.1   // d: at most this much of the GPU taken from each other tenant
-	exciteOfMin    = 0.3   // and at most this much of the smallest target
-	// exciteKnown: of d, once the fit's costs are well determined. Enough
-	// to follow a program whose cost changes; a tenant's share over a few
-	// seconds swings by d (b 63.0 for 60 measured over 1.5 cycles, simulated).
-	exciteKnown = 0.65
+	exciteMarginNs = 100e6 // before a change of targets, a window's end is not clean (queued launches, a device sample averaging 1/6 s)
+	exciteMax      = 0.05  // d: at most this much of the GPU taken from each other tenant
+	exciteOfMin    = 0.15  // and at most this much of the smallest target
 )
 
 // step updates the turns for a period and returns each member's change of
 // target (nil: none). shares are the tenants' targets; eligible are the
 // tenants held to a share (not unlimited, not best effort) that launch.
-// known: the fit's costs are well determined (the turns then lend less).
-func (x *excitation) step(now uint64, on, known bool, shares map[string]float64, eligible []string) map[string]float64 {
-	if !on || len(eligible) < 2 {
-		if x.members != nil {
-			x.members, x.switched = nil, now
+func (x *excitation) step(now uint64, on bool, shares map[string]float64, eligible []string) map[string]float64 {
+	var out map[string]float64
+	if on && len(eligible) >= 2 {
+		slices.Sort(eligible)
+		switch {
+		case !slices.Equal(eligible, x.members):
+			x.members, x.phase, x.since = slices.Clone(eligible), 0, now
+		case float64(now-min(now, x.since)) >= excitePhaseNs:
+			x.phase = (x.phase + 1) % len(x.members)
+			x.since = now
 		}
-		x.lent = nil
-		return nil
+		d := exciteMax
+		for _, key := range x.members {
+			d = min(d, exciteOfMin*shares[key])
+		}
+		out = make(map[string]float64, len(x.members))
+		for i, key := range x.members {
+			out[key] = -d
+			if i == x.phase {
+				out[key] = d * float64(len(x.members)-1)
+			}
+		}
+	} else {
+		x.members = nil
 	}
-	slices.Sort(eligible)
-	switch {
-	case !slices.Equal(eligible, x.members):
-		x.members, x.phase, x.since, x.switched = slices.Clone(eligible), 0, now, now
-	case float64(now-min(now, x.since)) >= excitePhaseNs:
-		x.phase = (x.phase + 1) % len(x.members)
-		x.since, x.switched = now, now
-	}
-	d := exciteMax
-	for _, key := range x.members {
-		d = min(d, exciteOfMin*shares[key])
-	}
-	if known {
-		d *= exciteKnown
-	}
-	out := make(map[string]float64, len(x.members))
-	for i, key := range x.members {
-		out[key] = -d
-		if i == x.phase {
-			out[key] = d * float64(len(x.members)-1)
+	if n := len(x.changes); n == 0 && out != nil || n > 0 && !sameLend(x.changes[n-1].lend, out) {
+		x.changes = append(x.changes, change{at: now, lend: out})
+		if len(x.changes) > changesKept {
+			x.changes = x.changes[1:]
 		}
 	}
-	x.lent = out
 	return out
 }
 
-// clean says whether a window that began at start lies within one phase.
-func (x *excitation) clean(start float64) bool {
-	return x.switched == 0 || start >= float64(x.switched)+exciteMarginNs
+func sameLend(a, b map[string]float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || math.Abs(v-w) > 1e-9 {
+			return false
+		}
+	}
+	return true
+}
+
+// clean says whether a window [start, end] (NowNs) lies within one phase:
+// no change of the targets in it, nor in the margin before it.
+func (x *excitation) clean(start, end float64) bool {
+	for _, c := range x.changes {
+		if at := float64(c.at); at > start-exciteMarginNs && at <= end {
+			return false
+		}
+	}
+	return true
+}
+
+// lentAt is what each tenant was lent at t (NowNs): the targets in force
+// over a window seen late.
+func (x *excitation) lentAt(t float64) map[string]float64 {
+	for i := len(x.changes) - 1; i >= 0; i-- {
+		if float64(x.changes[i].at) <= t {
+			return x.changes[i].lend
+		}
+	}
+	return nil
 }
 
 // excitable: a tenant that may take turns, held to a share it asked.

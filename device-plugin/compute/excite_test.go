@@ -19,10 +19,10 @@ func TestExcitationStep(t *testing.T) {
 	const s = uint64(1e9)
 	t.Run("off: no turns, one tenant, or not unshared", func(t *testing.T) {
 		var x excitation
-		if got := x.step(s, false, false, shares, []string{"a", "b"}); got != nil {
+		if got := x.step(s, false, shares, []string{"a", "b"}); got != nil {
 			t.Errorf("not unshared: %v", got)
 		}
-		if got := x.step(s, true, false, shares, []string{"a"}); got != nil {
+		if got := x.step(s, true, shares, []string{"a"}); got != nil {
 			t.Errorf("one tenant: %v", got)
 		}
 	})
@@ -33,7 +33,7 @@ func TestExcitationStep(t *testing.T) {
 		d := math.Min(exciteMax, exciteOfMin*0.2)
 		seen := map[string]int{}
 		for i := range 3 {
-			got := x.step(now+uint64(i)*uint64(excitePhaseNs), true, false, shares, []string{"c", "a", "b"})
+			got := x.step(now+uint64(i)*uint64(excitePhaseNs), true, shares, []string{"c", "a", "b"})
 			if math.Abs(sum(got)) > 1e-12 {
 				t.Fatalf("phase %d lends %v: sums to %g, want 0", i, got, sum(got))
 			}
@@ -45,39 +45,41 @@ func TestExcitationStep(t *testing.T) {
 					t.Errorf("phase %d: %s changed by %g, want %g or %g", i, key, v, 2*d, -d)
 				}
 			}
-			if !x.clean(float64(now+uint64(i)*uint64(excitePhaseNs))+exciteMarginNs) || x.clean(float64(now+uint64(i)*uint64(excitePhaseNs))) {
-				t.Errorf("phase %d: a window from the switch on (and a margin) is clean, one before it is not", i)
+			at := float64(now + uint64(i)*uint64(excitePhaseNs))
+			if x.clean(at-100e6, at+100e6) || x.clean(at+exciteMarginNs/2, at+200e6) || !x.clean(at+exciteMarginNs+1, at+200e6) {
+				t.Errorf("phase %d: a window across the switch, or starting within the margin after it, is clean; or one after is not", i)
+			}
+			if i > 0 && !x.clean(at-300e6, at-exciteMarginNs-1) {
+				t.Errorf("phase %d: a window of the last phase, ending before the margin, is not clean", i)
+			}
+			if got := x.lentAt(at - 1); i > 0 && sameLend(got, x.lentAt(at)) {
+				t.Errorf("phase %d: the lend before the switch (%v) is the one after it", i, got)
 			}
 		}
 		if len(seen) != 3 || seen["a"] != 1 || seen["b"] != 1 || seen["c"] != 1 {
 			t.Errorf("three phases lent to %v, want each tenant once", seen)
 		}
 		// within a phase nothing changes
-		before := x.switched
-		x.step(now+2*uint64(excitePhaseNs)+uint64(excitePhaseNs/2), true, false, shares, []string{"a", "b", "c"})
-		if x.switched != before {
-			t.Error("the targets switched within a phase")
-		}
-	})
-	t.Run("known costs lend less", func(t *testing.T) {
-		var x, y excitation
-		got := x.step(s, true, false, shares, []string{"a", "b"})
-		less := y.step(s, true, true, shares, []string{"a", "b"})
-		if math.Abs(less["a"]-exciteKnown*got["a"]) > 1e-12 {
-			t.Errorf("known: lends %v, want %g of %v", less, exciteKnown, got)
+		n := len(x.changes)
+		x.step(now+2*uint64(excitePhaseNs)+uint64(excitePhaseNs/2), true, shares, []string{"a", "b", "c"})
+		if len(x.changes) != n {
+			t.Error("the targets changed within a phase")
 		}
 	})
 	t.Run("a tenant joining starts the turns anew", func(t *testing.T) {
 		var x excitation
-		x.step(s, true, false, shares, []string{"a", "b"})
-		x.step(s+uint64(excitePhaseNs), true, false, shares, []string{"a", "b"})
+		x.step(s, true, shares, []string{"a", "b"})
+		x.step(s+uint64(excitePhaseNs), true, shares, []string{"a", "b"})
 		at := s + uint64(excitePhaseNs) + 1
-		got := x.step(at, true, false, shares, []string{"a", "b", "c"})
-		if x.switched != at || x.phase != 0 || got["a"] <= 0 {
-			t.Errorf("after a join: switched %d phase %d lends %v; want a new first phase from %d", x.switched, x.phase, got, at)
+		got := x.step(at, true, shares, []string{"a", "b", "c"})
+		if x.phase != 0 || got["a"] <= 0 || x.changes[len(x.changes)-1].at != at {
+			t.Errorf("after a join: phase %d lends %v; want a new first phase from %d", x.phase, got, at)
 		}
-		if got := x.step(at+1, false, false, shares, nil); got != nil || x.clean(float64(at)) {
-			t.Errorf("turned off: lends %v; a window from before is clean: %v", got, x.clean(float64(at)))
+		if got := x.step(at+1, false, shares, nil); got != nil || x.clean(float64(at)-1, float64(at)+2) || x.lentAt(float64(at)+1) != nil {
+			t.Errorf("turned off: lends %v; a window across it is clean: %v; lent after it: %v", got, x.clean(float64(at)-1, float64(at)+2), x.lentAt(float64(at)+1))
+		}
+		if len(x.changes) > changesKept {
+			t.Errorf("%d changes kept, want at most %d", len(x.changes), changesKept)
 		}
 	})
 }

@@ -19,6 +19,7 @@ const (
 	regressSigmas = 3.0  // how far apart two costs must stand (standard errors)
 	regressApart  = 0.05 // and by how much, relative: closer, tenants share the pooled cost (exact for one program)
 	regressNoise  = 0.01 // of a window: the busy time's noise, at least (whole percents, queues)
+	regressSliver = 0.5  // of the pooled cost: a poorly determined cost whose upper bound stands below it is a sliver's
 )
 
 // regress fits each launching tenant's cost per unit over the clean windows
@@ -103,18 +104,27 @@ func (e *estimator) regress(keys []string) (costs map[string]float64, apart bool
 	s2 := max(rss/float64(n-m), math.Pow(regressNoise*period/float64(n), 2))
 	pooled := busy / units
 	out := make(map[string]float64, m)
+	sliver := false
 	for i, key := range cols {
-		// A cost at or below the floor is taken at the floor: a tenant
-		// whose work is a sliver of a saturated GPU (an elementwise program
-		// held to a rate for a pooled cost a thousand times its own, beside
-		// a GEMM that fills the queue) has no cost the busy time can tell
-		// from zero; at the floor it is given more rate, launches more, and
-		// the next fits see it.
-		c := max(beta[i]/scale[key], minCost*pooled)
+		// A sliver: a tenant held to a rate for a pooled cost many times
+		// its own does a sliver of the GPU's work (an elementwise program
+		// beside a GEMM: a thousand times, and 0.1% of the GPU), and the
+		// busy time cannot tell its cost well; but even its upper bound
+		// stands far below the pooled cost. It is taken at its estimate (at
+		// least the floor): given more rate, it launches more, and the next
+		// fits see it.
+		raw := beta[i] / scale[key]
+		c := max(raw, minCost*pooled)
 		if se := math.Sqrt(max(s2*inv[i][i], 0)) / scale[key]; se > regressMaxRel*c {
-			return nil, false
+			if raw+regressSigmas*se > regressSliver*pooled {
+				return nil, false
+			}
+			sliver = true
 		}
 		out[key] = c
+	}
+	if sliver {
+		return out, true // the pooled cost is a mean: another tenant's stands above it
 	}
 	for i := range cols {
 		for j := i + 1; j < m; j++ {

@@ -90,6 +90,19 @@ func TestRegress(t *testing.T) {
 			}
 			return o
 		}(), keys: keys, apart: true, known: true},
+		{name: "a poorly determined cost near the pooled one: no fit", obs: func() []observation {
+			// b does a fiftieth of the GPU's work at about a's cost, and the
+			// busy time has a few points of noise: b's cost could be anything
+			// from nothing to twice a's
+			var o []observation
+			for w := range 40 {
+				a := 0.6 * 200e6 / 125 * (1 + 0.1*float64(w%2))
+				b := 0.02 * 200e6 / 150 * (1 + 0.5*float64((w/2)%2))
+				busy := a*125 + b*150 + float64((w*7)%5-2)*0.02*200e6
+				o = append(o, observation{busy: busy, period: 200e6, steady: true, clean: true, units: map[string]float64{"a": a, "b": b}})
+			}
+			return o
+		}(), keys: keys},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

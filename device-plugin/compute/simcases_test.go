@@ -5,6 +5,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
 )
 
 // Programs as a real H100 runs them (REALGPU.md): what libvcuda counts per
@@ -133,8 +135,9 @@ func TestSimWholeDeviceSamples(t *testing.T) {
 		{name: "lone 30", specs: []simTenant{simT("a", 30, simPlain)}, want: map[string]float64{"a": 30}},
 		{name: "a starts 3 s after b", specs: []simTenant{{name: "a", cores: 30, prog: simPlain, secs: 9, owned: true, start: 3 * time.Second}, simT("b", 60, simPlain)},
 			want: map[string]float64{"a": 30, "b": 60}},
-		// different programs: one pooled cost gave 72.0 + 18.0, 64.6 + 0.9,
-		// 99.1 + 0.1 and 15.0 + 75.1 here before the excitation
+		// different programs: one pooled cost gave 72.0 + 18.0, 51.6 + 1.3,
+		// 99.1 + 0.1, 15.0 + 75.1, 10.3 + 2.0 + 77.9, 97.1 + 2.9 and 1.9 +
+		// 96.3 + 0.1 here before the excitation
 		{name: "8x apart 30+60", specs: []simTenant{simT("a", 30, simOneWarp), simT("b", 60, simPlain)}, want: map[string]float64{"a": 30, "b": 60}},
 		{name: "gemm 30 + elementwise 60", specs: []simTenant{simT("a", 30, simGEMM), simT("b", 60, simElem)}, want: map[string]float64{"a": 30, "b": 60}},
 		{name: "gemm 50 + elementwise 50", specs: []simTenant{simT("a", 50, simGEMM), simT("b", 50, simElem)}, want: map[string]float64{"a": 50, "b": 50}},
@@ -143,6 +146,12 @@ func TestSimWholeDeviceSamples(t *testing.T) {
 			want: map[string]float64{"a": 20, "b": 30, "c": 40}},
 		{name: "8x apart, a starts 3 s after b", specs: []simTenant{{name: "a", cores: 30, prog: simOneWarp, secs: 9, owned: true, start: 3 * time.Second}, simT("b", 60, simPlain)},
 			want: map[string]float64{"a": 30, "b": 60}},
+		{name: "balance 30 beside an elementwise 50", specs: []simTenant{{name: "a", cores: 30, policy: api.ComputeBalance, prog: simPlain, secs: 12, owned: true}, simT("b", 50, simElem)},
+			want: map[string]float64{"a": 48.5, "b": 50}},
+		// a best-effort tenant is not lent share; its cost is fitted all the
+		// same, more slowly (c 11.8-15.0 in 12 s runs)
+		{name: "best effort beside 30+50, three programs", specs: stretch([]simTenant{simT("a", 30, simPlain), simT("b", 50, simGEMM), simT("c", 0, simElem)}, 2),
+			want: map[string]float64{"a": 30, "b": 50, "c": 18.5}},
 	}
 	for _, late := range []time.Duration{0, simLate} {
 		for _, tt := range tests {
