@@ -208,7 +208,13 @@ func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenan
 		return out, nil
 	}, owners)
 	var lags []time.Duration // read once Run has returned
-	r.Observe = func(o compute.Observation) { lags = append(lags, o.Lag) }
+	fitted := 0
+	r.Observe = func(o compute.Observation) {
+		lags = append(lags, o.Lag)
+		if o.Fitted {
+			fitted++
+		}
+	}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = r.Run(ctx) }()
 	sampler := newPidSampler(h.dev, owners)
@@ -229,7 +235,7 @@ func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenan
 		keys[i] = t.tenancy.Key
 	}
 	notes := []string{}
-	for _, n := range []string{sampler.summary(keys), lagSummary(lags)} {
+	for _, n := range []string{sampler.summary(keys), lagSummary(lags), fitSummary(fitted, len(lags))} {
 		if n != "" {
 			notes = append(notes, n)
 		}
@@ -248,6 +254,17 @@ func lagSummary(lags []time.Duration) string {
 	slices.Sort(s)
 	return fmt.Sprintf("device samples read %d ms late (median of %d; max %d)",
 		s[len(s)/2].Milliseconds(), len(s), s[len(s)-1].Milliseconds())
+}
+
+// fitSummary says in how many of a row's control periods the containers'
+// costs came from the fit over their turns (a GPU whose per-process samples
+// give no shares, with programs whose costs differ; docs/limiter.md): ""
+// in none.
+func fitSummary(fitted, periods int) string {
+	if fitted == 0 || periods == 0 {
+		return ""
+	}
+	return fmt.Sprintf("costs fitted from the containers' turns in %d of %d periods", fitted, periods)
 }
 
 // runTogether runs every tenant's workload at once (tenant i's container,

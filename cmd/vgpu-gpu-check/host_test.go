@@ -31,3 +31,22 @@ func TestLagSummary(t *testing.T) {
 		})
 	}
 }
+
+func TestFitSummary(t *testing.T) {
+	tests := []struct {
+		name            string
+		fitted, periods int
+		want            string
+	}{
+		{name: "no periods", want: ""},
+		{name: "pooled throughout", periods: 50, want: ""},
+		{name: "fitted in some", fitted: 31, periods: 50, want: "costs fitted from the containers' turns in 31 of 50 periods"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := fitSummary(tt.fitted, tt.periods); got != tt.want {
+				t.Errorf("fitSummary(%d, %d) = %q, want %q", tt.fitted, tt.periods, got, tt.want)
+			}
+		})
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -212,7 +213,14 @@ func (c *check) run(ctx context.Context, r row) (result, error) {
 				return result{}, err
 			}
 		}
-		got, note, err := c.h.shares(ctx, c.progs, r.Tenants, c.o.secs, c.solo)
+		secs := c.o.secs
+		if r.Secs > 0 {
+			secs = r.Secs
+		}
+		got, note, err := c.h.shares(ctx, c.progs, r.Tenants, secs, c.solo)
+		if r.Secs > 0 {
+			note = strings.TrimSuffix(fmt.Sprintf("tenants ran %g s; %s", secs, note), "; ")
+		}
 		if err != nil {
 			return result{Target: targets(r.Tenants), Note: note}, err
 		}

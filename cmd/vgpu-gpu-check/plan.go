@@ -34,8 +34,15 @@ type row struct {
 	Path    string       // memory: the allocation path
 	Work    string       // solo
 	Tenants []tenantSpec // share
-	Budget  time.Duration
-	Skip    string // set when the flags leave this row out of reach
+	// Secs: how long a share row's tenants run (0: -seconds). The mixed
+	// rows run longer: on a GPU whose per-process samples give no shares
+	// the controller fits different programs' costs over turns of 2 s,
+	// which a 10 s row measured over its second half caught half-way (a
+	// GEMM 30 beside an elementwise 60: 28.8 + 64.7 in 10 s, 30.4 + 61.6
+	// in 16 s, simulated).
+	Secs   float64
+	Budget time.Duration
+	Skip   string // set when the flags leave this row out of reach
 }
 
 // programOf is the program that runs a workload.
@@ -72,6 +79,9 @@ func budgets(program string) (context, memory time.Duration) {
 	return 3 * time.Second, 4 * time.Second
 }
 
+// mixedFactor: of -seconds, how long the mixed rows' tenants run (row.Secs).
+const mixedFactor = 1.6
+
 // shareBudget: the tenants run secs; each start adds about a second beside
 // the first one's 4 s.
 func shareBudget(secs float64, tenants int) time.Duration {
@@ -97,7 +107,7 @@ func plan(o options) []row {
 		rows = append(rows, row{Group: group, Name: "solo " + work, Kind: kindSolo, Work: work,
 			Budget: shareBudget(o.secs, 1), Skip: used(work)})
 	}
-	share := func(group string, ts ...tenantSpec) {
+	share := func(group string, ts ...tenantSpec) *row {
 		for _, t := range ts {
 			solo(group, t.Work)
 		}
@@ -110,6 +120,11 @@ func plan(o options) []row {
 		}
 		rows = append(rows, row{Group: group, Name: shareName(ts), Kind: kindShare, Tenants: ts,
 			Budget: shareBudget(o.secs, len(ts)), Skip: skip})
+		return &rows[len(rows)-1]
+	}
+	longer := func(r *row) {
+		r.Secs = mixedFactor * o.secs
+		r.Budget = shareBudget(r.Secs, len(r.Tenants))
 	}
 	mpsShare := func(group string, ts ...tenantSpec) {
 		share(group, ts...)
@@ -146,8 +161,8 @@ func plan(o options) []row {
 			share(g, fixed(w, 30, 60)...)
 			share(g, fixed(w, 50, 50)...)
 		case "mixed":
-			share(g, tenantSpec{Work: "pytorch", Cores: 30}, tenantSpec{Work: "probe-elem", Cores: 60})
-			share(g, tenantSpec{Work: "pytorch", Cores: 50}, tenantSpec{Work: "probe-elem", Cores: 50})
+			longer(share(g, tenantSpec{Work: "pytorch", Cores: 30}, tenantSpec{Work: "probe-elem", Cores: 60}))
+			longer(share(g, tenantSpec{Work: "pytorch", Cores: 50}, tenantSpec{Work: "probe-elem", Cores: 50}))
 		case "triple":
 			share(g, fixed(w, 20, 30, 40)...)
 		case "balance":

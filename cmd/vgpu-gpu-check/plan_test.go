@@ -114,3 +114,27 @@ func TestRenderPlan(t *testing.T) {
 		}
 	}
 }
+
+// The mixed rows run mixedFactor × -seconds (row.Secs), and are planned so.
+func TestMixedRowsRunLonger(t *testing.T) {
+	o, err := parseOptions([]string{"-only", "mixed,pair", "-seconds", "10"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range plan(o) {
+		switch {
+		case r.Kind != kindShare:
+		case r.Group == "mixed":
+			n++
+			if r.Secs != 16 || r.Budget != shareBudget(16, len(r.Tenants)) {
+				t.Errorf("%s: runs %g s, planned %v; want 16 s, %v", r.Name, r.Secs, r.Budget, shareBudget(16, len(r.Tenants)))
+			}
+		case r.Secs != 0:
+			t.Errorf("%s: runs %g s, want -seconds (0)", r.Name, r.Secs)
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d mixed share rows, want 2", n)
+	}
+}

@@ -153,6 +153,9 @@ type Observation struct {
 	// (they arrive late; the poll's granularity included)
 	Lag       time.Duration
 	Decisions []Decision
+	// Fitted: the tenants' costs came from the fit over their turns
+	// (GPU.Fitted)
+	Fitted bool
 }
 
 // Run polls until ctx ends.
@@ -322,7 +325,7 @@ func (r *Runner) Tick(ctx context.Context) {
 			logger.V(5).Info("Per-process samples", "gpu", uuid, "span", m.SpanNs, "tenants", len(m.Tenants), "foreign", g.Foreign())
 		}
 		if r.Observe != nil {
-			r.Observe(Observation{UUID: uuid, Busy: busy / period, Foreign: g.Foreign(), Decisions: ds, Lag: time.Duration(in.LagNs)})
+			r.Observe(Observation{UUID: uuid, Busy: busy / period, Foreign: g.Foreign(), Decisions: ds, Lag: time.Duration(in.LagNs), Fitted: g.Fitted()})
 		}
 	}
 	for p, m := range r.files {
