@@ -242,8 +242,9 @@ func (g *GPU) Step(in Input) []Decision {
 	for _, key := range keys {
 		steady[key] = g.tenants[key].periods > settlePeriods
 	}
-	// clean: the period began after the excitation last changed the
-	// targets, so what it shows was launched at the targets in force
+	// clean: the excitation did not change the targets within the period
+	// (nor just before it), so what it shows was launched at one set of
+	// them
 	end := float64(in.NowNs) - in.LagNs
 	clean := g.ex.clean(end-P, end)
 	if !in.Partial {
@@ -369,15 +370,17 @@ func (g *GPU) Step(in Input) []Decision {
 	}
 	level := g.est.level()
 	var eligible []string
+	asked := make(map[string]float64, len(in.Tenants))
 	for _, t := range in.Tenants {
 		if g.tenants[t.Key].idle < activeAfter && excitable(t, shares[t.Key]) {
 			eligible = append(eligible, t.Key)
+			asked[t.Key] = t.Share
 		}
 	}
 	// the targets in force over the period (seen late: perhaps those of an
 	// earlier phase)
 	lent := g.ex.lentAt(end)
-	lend := g.ex.step(in.NowNs, in.Unshared && !in.Partial, shares, eligible)
+	lend := g.ex.step(in.NowNs, in.Unshared && !in.Partial, asked, eligible)
 	out := make([]Decision, 0, len(in.Tenants))
 	for _, t := range in.Tenants {
 		st := g.tenants[t.Key]

@@ -45,15 +45,17 @@ const changesKept = 8
 // than 0.05, by that ripple; 0.03 identified too slowly).
 const (
 	excitePhaseNs  = 2e9   // how long one tenant holds the lent share
-	exciteMarginNs = 100e6 // before a change of targets, a window's end is not clean (queued launches, a device sample averaging 1/6 s)
+	exciteMarginNs = 100e6 // a window that begins within this after a change of targets is not clean (queued launches, a device sample averaging 1/6 s)
 	exciteMax      = 0.05  // d: at most this much of the GPU taken from each other tenant
 	exciteOfMin    = 0.15  // and at most this much of the smallest target
 )
 
 // step updates the turns for a period and returns each member's change of
-// target (nil: none). shares are the tenants' targets; eligible are the
-// tenants held to a share (not unlimited, not best effort) that launch.
-func (x *excitation) step(now uint64, on bool, shares map[string]float64, eligible []string) map[string]float64 {
+// target (nil: none). asked are the shares the tenants asked (not their
+// targets, which move with lent capacity and foreign load: d follows only
+// the turns, so that a change of it is a switch); eligible are the tenants
+// held to a share (not unlimited, not best effort) that launch.
+func (x *excitation) step(now uint64, on bool, asked map[string]float64, eligible []string) map[string]float64 {
 	var out map[string]float64
 	if on && len(eligible) >= 2 {
 		slices.Sort(eligible)
@@ -66,7 +68,7 @@ func (x *excitation) step(now uint64, on bool, shares map[string]float64, eligib
 		}
 		d := exciteMax
 		for _, key := range x.members {
-			d = min(d, exciteOfMin*shares[key])
+			d = min(d, exciteOfMin*asked[key])
 		}
 		out = make(map[string]float64, len(x.members))
 		for i, key := range x.members {
