@@ -28,11 +28,11 @@ const (
 // launch blocks while it is full), so over the fit's windows launched is
 // what ran, and a saturated GPU whose split is wrong (a GEMM beside an
 // elementwise program, sharing one pooled cost: 99.9 + 0.1 for 50 + 50,
-// simulated) gives no unsaturated window to learn from. ok is true
-// when every fitted cost is well determined and two of them stand apart;
-// otherwise the pooled estimate (fit) stays, exact for tenants of one
-// program, which the fit's noise would split. costs is nil when a cost is
-// not well determined (apart is then false).
+// simulated) gives no unsaturated window to learn from. apart is true
+// when every fitted cost is well determined (or a sliver's) and two of them
+// stand apart; otherwise the pooled estimate (fit) stays, exact for tenants
+// of one program, which the fit's noise would split. costs is nil when a
+// cost is not well determined (apart is then false).
 func (e *estimator) regress(keys []string) (costs map[string]float64, apart bool) {
 	var rows []observation
 	for _, o := range e.obs {
