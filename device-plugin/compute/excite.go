@@ -22,7 +22,7 @@ import (
 // throughput and regressed cases of one program (docs/limiter.md).
 type excitation struct {
 	members []string // the tenants taking turns, sorted; none: off
-	phase   int      // the index of the tenant lent share
+	phase   int      // the turn: members[phase % len(members)] is lent share
 	since   uint64   // NowNs the phase began
 	// changes: the last changes of the targets (NowNs, what each tenant
 	// was lent from then on): a window seen late tells which were in force
@@ -59,11 +59,15 @@ func (x *excitation) step(now uint64, on bool, asked map[string]float64, eligibl
 	var out map[string]float64
 	if on && len(eligible) >= 2 {
 		slices.Sort(eligible)
-		switch {
-		case !slices.Equal(eligible, x.members):
-			x.members, x.phase, x.since = slices.Clone(eligible), 0, now
-		case float64(now-min(now, x.since)) >= excitePhaseNs:
-			x.phase = (x.phase + 1) % len(x.members)
+		// The turns keep their clock when a tenant comes or goes: started
+		// anew, the first tenant's turn came back each time a tenant that
+		// launches now and then returned, and it kept the lent share.
+		if x.members == nil {
+			x.since = now
+		}
+		x.members = slices.Clone(eligible)
+		if float64(now-min(now, x.since)) >= excitePhaseNs {
+			x.phase++
 			x.since = now
 		}
 		d := exciteMax
@@ -73,7 +77,7 @@ func (x *excitation) step(now uint64, on bool, asked map[string]float64, eligibl
 		out = make(map[string]float64, len(x.members))
 		for i, key := range x.members {
 			out[key] = -d
-			if i == x.phase {
+			if i == x.phase%len(x.members) {
 				out[key] = d * float64(len(x.members)-1)
 			}
 		}

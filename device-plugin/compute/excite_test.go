@@ -66,20 +66,37 @@ func TestExcitationStep(t *testing.T) {
 			t.Error("the targets changed within a phase")
 		}
 	})
-	t.Run("a tenant joining starts the turns anew", func(t *testing.T) {
+	t.Run("a tenant that comes and goes keeps the turns' clock", func(t *testing.T) {
 		var x excitation
 		x.step(s, true, shares, []string{"a", "b"})
 		x.step(s+uint64(excitePhaseNs), true, shares, []string{"a", "b"})
 		at := s + uint64(excitePhaseNs) + 1
 		got := x.step(at, true, shares, []string{"a", "b", "c"})
-		if x.phase != 0 || got["a"] <= 0 || x.changes[len(x.changes)-1].at != at {
-			t.Errorf("after a join: phase %d lends %v; want a new first phase from %d", x.phase, got, at)
+		if got["b"] <= 0 || x.changes[len(x.changes)-1].at != at {
+			t.Errorf("after a join within b's turn: lends %v (change at %d); want b's turn on, a change at %d", got, x.changes[len(x.changes)-1].at, at)
 		}
 		if got := x.step(at+1, false, shares, nil); got != nil || x.clean(float64(at)-1, float64(at)+2) || x.lentAt(float64(at)+1) != nil {
 			t.Errorf("turned off: lends %v; a window across it is clean: %v; lent after it: %v", got, x.clean(float64(at)-1, float64(at)+2), x.lentAt(float64(at)+1))
 		}
 		if len(x.changes) > changesKept {
 			t.Errorf("%d changes kept, want at most %d", len(x.changes), changesKept)
+		}
+		// c launches every other period for 60 s: a and b are lent as
+		// much as each other (started anew at each return, a's turn came
+		// back every time)
+		var y excitation
+		var lentA, lentB float64
+		for p := range 300 {
+			members := []string{"a", "b"}
+			if p%2 == 1 {
+				members = append(members, "c")
+			}
+			l := y.step(10*s+uint64(p)*200e6, true, shares, members)
+			lentA += l["a"]
+			lentB += l["b"]
+		}
+		if d := math.Min(exciteMax, exciteOfMin*0.2); math.Abs(lentA-lentB)/300 > d/4 {
+			t.Errorf("lent on average a %.4f, b %.4f of the GPU: want them within %.4f", lentA/300, lentB/300, d/4)
 		}
 	})
 }
