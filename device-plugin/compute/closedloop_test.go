@@ -465,6 +465,12 @@ func sliced(s tenantSpec) tenantSpec {
 	return s
 }
 
+// short: 200 µs kernels (200 blocks) instead of 2 ms.
+func short(s tenantSpec) tenantSpec {
+	s.grid = 200
+	return s
+}
+
 func compute(name string, cores int) tenantSpec {
 	return tenantSpec{name: name, cores: cores, grid: 2000, block: 256, secs: 6}
 }
@@ -707,6 +713,7 @@ func TestClosedLoopTimeSlices(t *testing.T) {
 	}{
 		{name: "one program 30+60", specs: []tenantSpec{sliced(compute("a", 30)), sliced(compute("b", 60))}, want: map[string]float64{"a": 30, "b": 60}},
 		{name: "elementwise 30 beside gemm 60", mix: true, specs: []tenantSpec{sliced(elementwise("a", 30)), sliced(gemm("b", 60))}, want: map[string]float64{"a": 30, "b": 60}},
+		{name: "one program 30+60, short kernels", specs: []tenantSpec{sliced(short(compute("a", 30))), sliced(short(compute("b", 60)))}, want: map[string]float64{"a": 30, "b": 60}},
 		{name: "one program 30+60, deep queues", specs: []tenantSpec{sliced(deep(long(compute("a", 30)))), sliced(deep(long(compute("b", 60))))}, want: map[string]float64{"a": 30, "b": 60}},
 	}
 	for _, tt := range tests {

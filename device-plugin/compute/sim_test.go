@@ -55,6 +55,7 @@ type simTenant struct {
 	launched   uint64
 	waits      uint64
 	waiting    bool
+	wakeAt     time.Duration   // a held-back launch sleeps until then (compute.c)
 	queue      []time.Duration // remaining GPU time of queued kernels
 	nextLaunch time.Duration
 	busy       []time.Duration // GPU time received, per 1 ms bucket
@@ -405,7 +406,7 @@ func (tn *simTenant) step(t *testing.T, now time.Duration) {
 		if !tn.waiting {
 			tn.launched += tn.prog.units
 		}
-		if tn.owned && !tn.admit(now) {
+		if tn.owned && (tn.waiting && now < tn.wakeAt || !tn.admit(now)) {
 			if !tn.waiting {
 				tn.waits++
 				tn.waiting = true
@@ -437,8 +438,13 @@ func simMap(t *testing.T, path string) []byte {
 	return b
 }
 
+// simQuantum is libvcuda's VC_QUANTUM_NS (compute.c): a held-back launch
+// sleeps until the allowance covers it and that much of its rate more,
+// where that much holds two launches or more.
+const simQuantum = 5 * time.Millisecond
+
 // admit: the limiter's rule (vcuda/src/compute.c, node.c) on the node's
-// published control.
+// published control; a refused launch sets when it wakes to look again.
 func (tn *simTenant) admit(now time.Duration) bool {
 	{
 		c, seq := api.ReadControl(tn.ctlMap, 0)
@@ -459,13 +465,28 @@ func (tn *simTenant) admit(now time.Duration) bool {
 		if tn.staleAt == 0 {
 			tn.staleAt, tn.staleBase = now, tn.launched-tn.prog.units
 		}
-		return tn.launched <= tn.staleBase+uint64(c.Fallback*float64(now-tn.staleAt))
+		return tn.covered(now, tn.staleBase+uint64(c.Fallback*float64(now-tn.staleAt)), c.Fallback)
 	}
 	if c.Mode == api.ControlUnlimited {
 		return true
 	}
 	dt := min(uint64(now)-min(uint64(now), c.StampNs), 2000*uint64(c.PeriodUs))
-	return tn.launched <= c.Allowance+uint64(c.Rate*float64(dt))
+	return tn.covered(now, c.Allowance+uint64(c.Rate*float64(dt)), c.Rate)
+}
+
+// covered: whether allowed covers the launched counter. If not, a launch
+// the quantum's credit holds twice over sleeps past catching up by the
+// quantum (compute.c admit_wait); others look again every step (the
+// limiter sleeps until it catches up, at least 20 µs: about the same).
+func (tn *simTenant) covered(now time.Duration, allowed uint64, rate float64) bool {
+	if tn.launched <= allowed {
+		return true
+	}
+	if rate > 0 && float64(tn.prog.units) < rate*float64(simQuantum)/2 {
+		w := time.Duration(float64(tn.launched-allowed)/rate) + simQuantum
+		tn.wakeAt = now + min(w, 20*time.Millisecond)
+	}
+	return false
 }
 
 func binaryPutMagic(b []byte, m uint32) {

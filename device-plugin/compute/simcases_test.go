@@ -18,6 +18,7 @@ var (
 	simElem    = simProgram{units: 10000 * 8, kernel: 300 * time.Microsecond}       // many simTiny blocks, short
 	simTiny    = simProgram{units: 20 * 8, kernel: 8 * time.Microsecond, depth: 64} // launch-bound
 	simBig     = simProgram{units: 2000 * 8, kernel: 2 * time.Millisecond}
+	simShort   = simProgram{units: 200 * 8, kernel: 200 * time.Microsecond}        // 200 blocks, short
 	simDeep    = simProgram{units: 2000, kernel: 2 * time.Millisecond, depth: 256} // 0.5 s of work queued
 )
 
@@ -82,6 +83,11 @@ func TestSimShares(t *testing.T) {
 		{name: "time slices with a switch cost", specs: []simTenant{simT("a", 30, simOneWarp), simT("b", 60, simPlain)},
 			opts: simOptions{slice: 4 * time.Millisecond, switchCost: 200 * time.Microsecond}, want: map[string]float64{"a": 30, "b": 60},
 			promptOnly: "the switches (5% of the GPU here) are busy time no sample explains, below the foreign-load threshold, so both tenants pay for them: 28.3 + 57.0 with prompt samples, b 56.6-56.9 late"},
+		// 200 µs kernels: paced a kernel at a time, every kernel of a held-back
+		// tenant cost a switch (27.3 + 54.6 here, 27.1 + 54.3 on the fake
+		// driver); libvcuda launches them in bursts (compute.c VC_QUANTUM_NS)
+		{name: "time slices, short kernels", specs: []simTenant{simT("a", 30, simShort), simT("b", 60, simShort)},
+			opts: simOptions{slice: 2 * time.Millisecond, switchCost: 40 * time.Microsecond}, want: map[string]float64{"a": 30, "b": 60}},
 		{name: "deep queues (half a second queued)", specs: []simTenant{simT("a", 30, simDeep), simT("b", 60, simPlain)},
 			want: map[string]float64{"a": 30, "b": 60}},
 		{name: "owners see no pid (same programs)", specs: []simTenant{simT("a", 30, simPlain), simT("b", 60, simPlain)},

@@ -219,7 +219,7 @@ void vc_reap_sometimes(void) VC_HIDDEN; /* at most every 100 ms per process */
 void vc_ctx_after_fork(void) VC_HIDDEN;
 
 /* compute.c */
-CUresult vc_admit_slow(int idx, uint64_t c) VC_HIDDEN;
+CUresult vc_admit_slow(int idx, uint64_t c, uint64_t cost) VC_HIDDEN;
 void vc_refill(int idx, uint64_t now) VC_HIDDEN;
 void vc_set_mode(int idx, uint32_t mode, double rate, uint64_t now) VC_HIDDEN;
 

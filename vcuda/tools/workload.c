@@ -9,10 +9,13 @@
  *   {"ok":true,"devices":["GPU-..."],"device":0,"held_mib":..,"cuda_total_mib":..,
  *    "cuda_free_mib":..,"nvml_total_mib":..,"nvml_used_mib":..,"alloc_chunk_mib":..,
  *    "allocated_bytes":..,"alloc_error":2,"launches":..,"launch_seconds":..,
- *    "end_cuda_free_mib":..,"end_nvml_used_mib":..,"util_share":0.301}
+ *    "half_launches":..,"half_seconds":..,"end_cuda_free_mib":..,"end_nvml_used_mib":..,
+ *    "util_share":0.301}
  *   alloc_error is the CUresult that refused the next chunk (2 = CUDA_ERROR_OUT_OF_MEMORY;
  *   0 when --max-alloc-mib stopped it). end_* are the views after the launch period, while
  *   the held memory is still held.
+ *   half_launches and half_seconds count the second half of the launch period alone (the
+ *   rate real benchmarks report, once a limiter has settled).
  *   util_share is this process's GPU busy time over the second half of the launch period,
  *   from the fake driver's own accounting (fakegpu_busy_ns); null without the fake driver.
  *   On failure: {"ok":false,"error":"..."} and exit status 1.
@@ -180,7 +183,7 @@ int main(int argc, char **argv)
 	char uuid[NVML_UUID_BUFFER_SIZE];
 	int pid = getpid(), have = busy && nvmlDeviceGetUUID(h, uuid, sizeof(uuid)) == NVML_SUCCESS;
 	uint64_t b0 = 0, t0 = 0, b1 = 0, t1 = 0;
-	unsigned long long launches = 0;
+	unsigned long long launches = 0, half_at = 0;
 	CUmodule m;
 	CUfunction f;
 	if (o.seconds > 0 && ((rc = cuModuleLoadData(&m, "workload")) != CUDA_SUCCESS ||
@@ -216,9 +219,12 @@ int main(int argc, char **argv)
 	if (o.duty > 0)
 		busy(uuid, &pid, 1, &dstart, &dt);
 	int marked = 0;
-	while (o.seconds > 0 && now_s() < start + o.seconds) {
-		if (!marked && now_s() >= half) {
+	double marked_at = 0, end = start;
+	while (o.seconds > 0 && (end = now_s()) < start + o.seconds) {
+		if (!marked && end >= half) {
 			marked = 1;
+			marked_at = end;
+			half_at = launches;
 			if (have)
 				busy(uuid, &pid, 1, &b0, &t0);
 		}
@@ -270,10 +276,11 @@ int main(int argc, char **argv)
 	       "\"cuda_total_mib\":%llu,\"cuda_free_mib\":%llu,\"nvml_total_mib\":%llu,"
 	       "\"nvml_used_mib\":%llu,\"alloc_chunk_mib\":%llu,\"allocated_bytes\":%llu,"
 	       "\"alloc_error\":%d,\"launches\":%llu,\"launch_seconds\":%.3f,"
-	       "\"end_cuda_free_mib\":%llu,\"end_nvml_used_mib\":%llu,\"util_share\":%s}\n",
+	       "\"half_launches\":%llu,\"half_seconds\":%.3f,\"end_cuda_free_mib\":%llu,\"end_nvml_used_mib\":%llu,\"util_share\":%s}\n",
 	       devices, o.device, o.hold_mib, (unsigned long long)(total / MIB),
 	       (unsigned long long)(free_b / MIB), nm.total / MIB, nm.used / MIB, o.chunk_mib,
-	       allocated, alloc_rc, launches, o.seconds, (unsigned long long)(end_free / MIB),
+	       allocated, alloc_rc, launches, o.seconds, launches - half_at,
+	       marked ? end - marked_at : 0.0, (unsigned long long)(end_free / MIB),
 	       end_nm.used / MIB, share);
 	return 0;
 }
