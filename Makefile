@@ -20,7 +20,7 @@ UPSTREAM := $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(B
 # Our binaries are always handed to `go build`, whose cache makes a no-op fast.
 
 .PHONY: build deps ours limiter upstream cluster cluster-down cluster-status demo \
-        test vet unit ctest e2e bench clean help fresh-check gpu-check gpu-bundle gpu-bundle-smoke
+        test vet unit ctest e2e bench clean help fresh-check gpu-check gpu-bundle gpu-bundle-smoke gpu-bundle-rehearsal
 
 help:
 	@echo "make demo          build, start the local cluster, run a vGPU Volcano Job, show its GPUs"
@@ -29,6 +29,7 @@ help:
 	@echo "make bench         Go and C microbenchmarks (not part of make test)"
 	@echo "make gpu-check     on a real NVIDIA GPU: memory cap and compute shares with PyTorch/CuPy/nvcc"
 	@echo "make gpu-bundle    _output/gpu-bundle/: the same check as a folder for GPU machines without Go (./run.sh)"
+	@echo "make gpu-bundle-rehearsal  the bundle's share rows on the fake driver behaving as an H200 (~2.5 min)"
 	@echo "make fresh-check   make demo + make test on a clean clone of HEAD in a temp dir"
 	@echo "make bench-e2e     200-node benchmark against Volcano deviceshare -> docs/benchmarks.md"
 
@@ -222,6 +223,24 @@ gpu-bundle-smoke: gpu-bundle
 		-cap-mib 2048 -deadline 2m -work $$fk -mps-control $$fk/nvidia-cuda-mps-control 2>&1); rc=$$?; echo "$$out"; \
 	 [ $$rc -eq 0 ] && echo "$$out" | grep -q '^# 6 rows: ' && ! echo "$$out" | grep -qE 'ERROR|TIMEOUT|OVER THE CAP|skipped|stopping the MPS' || \
 		{ echo "gpu-bundle-smoke: the bundle's mps rows failed on the fake driver and the fake MPS control daemon (exit $$rc)"; exit 1; }
+
+# A rehearsal of a GPU draw: the bundle's binary runs every share row (single, pair, mixed,
+# triple, balance; 10 s tenants, ~2.5 min) on the fake driver behaving as the H200 did (one
+# per-process sample a round reading the whole device, device samples every 200 ms) and
+# time-slicing contexts (2 ms slices, 40 us switches); the fake stand-ins run two programs
+# 8x apart in cost per unit. Its table (also in _output/gpu-bundle-rehearsal.txt, the
+# controller's log beside it) says what the check would report before GPU time is spent
+# (not part of make test: a machine's load moves its figures).
+gpu-bundle-rehearsal: gpu-bundle
+	@fk=$$(mktemp -d); trap 'rm -rf $$fk' EXIT; \
+	 LD_LIBRARY_PATH=$(ROOT)/vcuda/_build/fake FAKEGPU_DIR=$$fk \
+		FAKEGPU_DEVICES=GPU-8b1c0d2e-0000-4000-8000-000000000001:8192 FAKE_WORKLOAD=$(ROOT)/vcuda/_build/workload \
+		FAKEGPU_PROC_WHOLE=1 FAKEGPU_SAMPLE_US=200000 FAKEGPU_PROC_SAMPLE_US=200000 \
+		FAKEGPU_SLICE_US=2000 FAKEGPU_SWITCH_US=40 \
+		$(GPU_BUNDLE)/vgpu-gpu-check -lib $(GPU_BUNDLE)/libvcuda.so -programs $(ROOT)/cmd/vgpu-gpu-check/testdata/fake \
+		-probe $(ROOT)/cmd/vgpu-gpu-check/testdata/fake/probe -use pytorch,probe -only single,pair,mixed,triple,balance \
+		-seconds 10 -cap-mib 2048 -deadline 6m -work $$fk -out $(OUT)/gpu-bundle-rehearsal.txt \
+		2>$(OUT)/gpu-bundle-rehearsal.log
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./api/... ./plugins/... ./device-plugin/...

@@ -119,6 +119,22 @@ static void node_stop(struct node *n)
 	munmap(n->c, sizeof(*n->c));
 }
 
+/* Device 0 of the container's vcuda.usage (zeros where it cannot be read). */
+static struct vcuda_usage_device usage_of(const struct t_container *ct)
+{
+	struct vcuda_usage_device d = { 0 };
+	char up[300];
+	snprintf(up, sizeof(up), "%s/%s", ct->dir, VCUDA_USAGE_FILE);
+	int fd = open(up, O_RDONLY);
+	if (fd >= 0) {
+		struct vcuda_usage u;
+		if (read(fd, &u, sizeof(u)) == (ssize_t)sizeof(u) && u.magic == VCUDA_USAGE_MAGIC)
+			d = u.dev[0];
+		close(fd);
+	}
+	return d;
+}
+
 /* One container of 2 burn processes on its own fake GPU for ms; share measured over the last
  * measure_ms. */
 static double run(struct t_container *ct, struct node *n, long ms, long measure_ms,
@@ -147,16 +163,8 @@ static double run(struct t_container *ct, struct node *n, long ms, long measure_
 	for (int i = 0; i < 2; i++)
 		ok &= t_wait(pids[i]) == 0;
 	node_stop(n);
-	*launched = 0;
-	char up[300];
-	snprintf(up, sizeof(up), "%s/%s", ct->dir, VCUDA_USAGE_FILE);
-	int fd = open(up, O_RDONLY);
-	if (fd >= 0) {
-		struct vcuda_usage u;
-		if (read(fd, &u, sizeof(u)) == (ssize_t)sizeof(u) && u.magic == VCUDA_USAGE_MAGIC)
-			*launched = u.dev[0].launched;
-		close(fd);
-	}
+	struct vcuda_usage_device u = usage_of(ct);
+	*launched = u.launched;
 	return ok ? 100.0 * (double)(b1 - b0) / (double)(t1 - t0) : -1;
 }
 
@@ -227,6 +235,30 @@ void test_node_rules_over_local_rate(void)
 		if (attempt < ATTEMPTS && fabs(got - 10) > 3)
 			continue;
 		CHECK(fabs(got - 10) <= 3, "share %.1f%%, want the node's 10 +- 3", got);
+		return;
+	}
+}
+
+/* A held-back container launches in bursts (compute.c VC_QUANTUM_NS): at the node's 30% its
+ * 200 us kernels come about 5 ms of its rate at a time (7 kernels, each of its two processes
+ * waiting once a burst: 4.0 kernels a wait), so a time-sliced GPU switches to it once a burst.
+ * Counted by the waits it reports: paced a kernel at a time, every launch waited (1.0). */
+void test_node_bursts(void)
+{
+	for (int attempt = 1;; attempt++) {
+		struct t_container ct;
+		struct node n = { .share = 0.30, .mode = VCUDA_CONTROL_LIMITED, .beats = -1 };
+		uint64_t launched;
+		double got = run(&ct, &n, 2500, 1500, &launched);
+		struct vcuda_usage_device u = usage_of(&ct);
+		double kernels = (double)u.launched / 1600, per = u.waits ? kernels / (double)u.waits : 0;
+		t_note("node allows 30%%: %.1f%%; %.0f kernels, %llu waits (%.1f kernels a wait)", got,
+		       kernels, (unsigned long long)u.waits, per);
+		int ok = fabs(got - 30) <= 3 && per >= 3;
+		if (attempt < ATTEMPTS && !ok)
+			continue;
+		CHECK(fabs(got - 30) <= 3, "share %.1f%%, want the node's 30 +- 3", got);
+		CHECK(per >= 3, "%.1f kernels a wait, want bursts of 3 or more", per);
 		return;
 	}
 }
