@@ -60,6 +60,8 @@ type Summary struct {
 	AllocError     int      `json:"alloc_error"`     // the refusal's CUresult
 	Launches       int64    `json:"launches"`
 	LaunchSeconds  float64  `json:"launch_seconds"`
+	HalfLaunches   int64    `json:"half_launches"` // the second half of the launch period alone
+	HalfSeconds    float64  `json:"half_seconds"`
 	EndCUDAFreeMiB int64    `json:"end_cuda_free_mib"` // views after the launch period
 	EndNVMLUsedMiB int64    `json:"end_nvml_used_mib"`
 	// UtilShare is the process's busy time on its GPU over the second half of

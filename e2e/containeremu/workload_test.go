@@ -27,10 +27,10 @@ func TestParseSummary(t *testing.T) {
 			name: "the last JSON line, after other output",
 			out: "warming up\n" + `{"ok":true,"devices":["GPU-1"],"device":0,"held_mib":512,"cuda_total_mib":8192,"cuda_free_mib":7680,` +
 				`"nvml_total_mib":8192,"nvml_used_mib":512,"alloc_chunk_mib":1,"allocated_bytes":8053063680,"alloc_error":2,` +
-				`"launches":2945,"launch_seconds":2.000,"end_cuda_free_mib":7680,"end_nvml_used_mib":512,"util_share":0.2969}` + "\n",
+				`"launches":2945,"launch_seconds":2.000,"half_launches":1470,"half_seconds":1.001,"end_cuda_free_mib":7680,"end_nvml_used_mib":512,"util_share":0.2969}` + "\n",
 			want: Summary{OK: true, Devices: []string{"GPU-1"}, HeldMiB: 512, CUDATotalMiB: 8192, CUDAFreeMiB: 7680, NVMLTotalMiB: 8192,
 				NVMLUsedMiB: 512, AllocChunkMiB: 1, AllocatedBytes: 8053063680, AllocError: CUDAErrorOutOfMemory, Launches: 2945,
-				LaunchSeconds: 2, EndCUDAFreeMiB: 7680, EndNVMLUsedMiB: 512, UtilShare: &share},
+				LaunchSeconds: 2, HalfLaunches: 1470, HalfSeconds: 1.001, EndCUDAFreeMiB: 7680, EndNVMLUsedMiB: 512, UtilShare: &share},
 		},
 		{name: "a failure", out: `{"ok":false,"error":"cuInit failed: 100"}`, want: Summary{Error: "cuInit failed: 100"}},
 		{name: "an unknown field: the program changed", out: `{"ok":true,"gpus":2}`, wantErr: `unknown field "gpus"`},
