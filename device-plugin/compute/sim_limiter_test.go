@@ -1,0 +1,89 @@
+package compute
+
+// The simulation's model of libvcuda's launch admission (vcuda/src/compute.c,
+// node.c): what a tenant's launching thread does at each step.
+
+import (
+	"testing"
+	"time"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+)
+
+// step is the tenant's launching thread and limiter at now.
+func (tn *simTenant) step(t *testing.T, now time.Duration) {
+	if tn.rewind && tn.launched > 0 && now%time.Second < simStep {
+		tn.launched = 0 // the tampering tenant writes its report back to zero
+	}
+	// libvcuda adds a launch's cost to the report first, then waits until the
+	// allowance covers the counter (compute.c: launches in the order they added)
+	for now >= tn.nextLaunch && len(tn.queue) < tn.prog.depth {
+		if !tn.waiting {
+			tn.launched += tn.prog.units
+		}
+		if tn.owned && (tn.waiting && now < tn.wakeAt || !tn.admit(now)) {
+			if !tn.waiting {
+				tn.waits++
+				tn.waiting = true
+			}
+			break
+		}
+		tn.waiting = false
+		tn.queue = append(tn.queue, tn.prog.kernel)
+		tn.nextLaunch = now + tn.prog.hostGap
+	}
+	if tn.owned {
+		api.WriteUsage(tn.useMap, 0, api.UsageDevice{Launched: tn.launched, Waits: tn.waits})
+	}
+}
+
+// simQuantum is libvcuda's VC_QUANTUM_NS (compute.c): a held-back launch
+// sleeps until the allowance covers it and that much of its rate more,
+// where that much holds two launches or more.
+const simQuantum = 5 * time.Millisecond
+
+// admit: the limiter's rule (vcuda/src/compute.c, node.c) on the node's
+// published control; a refused launch sets when it wakes to look again.
+func (tn *simTenant) admit(now time.Duration) bool {
+	{
+		c, seq := api.ReadControl(tn.ctlMap, 0)
+		if seq != tn.lastSeq {
+			tn.lastSeq, tn.seen, tn.staleAt = seq, now, 0
+		}
+		tn.ctlImage = c
+	}
+	c := tn.ctlImage
+	if tn.lastSeq == 0 || c.Mode == api.ControlNone {
+		return true // no decision yet: the local sampler (not modelled: it admits)
+	}
+	stale := max(time.Duration(c.PeriodUs)*time.Microsecond*api.ControlStalePeriods, 500*time.Millisecond)
+	if now >= tn.seen+stale { // the node stopped answering: its fallback rate from what was used
+		if c.Fallback <= 0 {
+			return true
+		}
+		if tn.staleAt == 0 {
+			tn.staleAt, tn.staleBase = now, tn.launched-tn.prog.units
+		}
+		return tn.covered(now, tn.staleBase+uint64(c.Fallback*float64(now-tn.staleAt)), c.Fallback)
+	}
+	if c.Mode == api.ControlUnlimited {
+		return true
+	}
+	dt := min(uint64(now)-min(uint64(now), c.StampNs), 2000*uint64(c.PeriodUs))
+	return tn.covered(now, c.Allowance+uint64(c.Rate*float64(dt)), c.Rate)
+}
+
+// covered: whether allowed covers the launched counter. If not, a launch
+// the quantum's credit holds twice over sleeps past catching up by the
+// quantum (compute.c admit_wait); others look again every step (the
+// limiter sleeps until it catches up, at least 20 µs: about the same).
+func (tn *simTenant) covered(now time.Duration, allowed uint64, rate float64) bool {
+	if tn.launched <= allowed {
+		return true
+	}
+	if rate > 0 && float64(tn.prog.units) < rate*float64(simQuantum)/2 {
+		w := time.Duration(float64(tn.launched-allowed)/rate) + simQuantum
+		tn.wakeAt = now + min(w, 20*time.Millisecond)
+	}
+	return false
+}
