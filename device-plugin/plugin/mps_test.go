@@ -97,9 +97,11 @@ func TestPluginSupervisesMPS(t *testing.T) {
 	_, _ = d.Control(ctx, "fake_crash")
 	e.clock.Step(e.cfg.MPS.ProbeInterval.Duration)
 	eventually(t, "the GPU to turn unhealthy", func() bool { return !healthy() })
+	// the tracker records the reason before it wakes the streams: wait for
+	// the wake (a non-blocking look missed it once on a fresh clone)
 	select {
 	case <-changed:
-	default:
+	case <-time.After(10 * time.Second):
 		t.Error("ListAndWatch was not woken by the MPS failure")
 	}
 	if r := strings.Join(e.p.health.Reasons()[gpu], "; "); !strings.Contains(r, "mps: MPS control daemon does not answer") {
