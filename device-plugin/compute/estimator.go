@@ -127,6 +127,7 @@ func (e *estimator) settled() bool {
 // not run yet is bounded by the queue (a launch blocks while it is full),
 // so the pooled cost of all of them is unbiased. 1 when either is unknown.
 func (e *estimator) level() float64 {
+	startsOnly := e.startsOnly()
 	var busy, units, busyAll, unitsAll float64
 	for _, o := range e.obs {
 		var u float64
@@ -135,7 +136,7 @@ func (e *estimator) level() float64 {
 		}
 		busyAll += o.busy
 		unitsAll += u
-		if !o.saturated {
+		if counts(o, false, startsOnly) {
 			busy += o.busy
 			units += u
 		}
@@ -180,6 +181,12 @@ func (e *estimator) forget(key string, k map[string]float64) {
 			}
 		}
 		delete(o.units, key)
+		// a window only it launched in is no one's steady window now
+		launched := false
+		for _, v := range o.units {
+			launched = launched || v > 0
+		}
+		o.steady = o.steady && launched
 	}
 }
 
@@ -194,10 +201,53 @@ func (e *estimator) steady(keys []string) map[string]float64 {
 	return e.fitOver(keys, true)
 }
 
+// startsOnly says whether a fit should pool one tenant's steady windows,
+// saturated ones included, rather than the unsaturated windows of starts:
+// where that tenant alone launched in every steady window and none of them
+// is unsaturated. Alone, what it launched and did not run is bounded by its
+// queue, so its saturated windows give its cost; a start's window often
+// does not (its first launches' busy time fell outside the window, between
+// device samples 200 ms apart that average the last 166 ms): one such window
+// put a lone tenant's cost at 6.9 ns per unit for a true 125, and at 90% it
+// held the whole GPU for 7 s (83.1 over the second half of 12 s, simulated).
+// Not with several tenants: a saturated GPU's split is its queues', and
+// the pooled cost of a GEMM beside an elementwise program swung to 3683 ns
+// per unit and starved both for a second (27.9 + 63.2 for 30 + 60,
+// simulated).
+func (e *estimator) startsOnly() bool {
+	one := ""
+	for _, o := range e.obs {
+		if !o.steady {
+			continue
+		}
+		if !o.saturated {
+			return false
+		}
+		for key, u := range o.units {
+			if u > 0 && key != one {
+				if one != "" {
+					return false
+				}
+				one = key
+			}
+		}
+	}
+	return one != ""
+}
+
+// counts says whether a window is in fit's basis (steadyOnly: steady's).
+func counts(o observation, steadyOnly, startsOnly bool) bool {
+	if startsOnly && !steadyOnly {
+		return o.steady
+	}
+	return !o.saturated && (o.steady || !steadyOnly)
+}
+
 func (e *estimator) fitOver(keys []string, steadyOnly bool) map[string]float64 {
+	startsOnly := e.startsOnly()
 	var busy, known, unknown, all float64
 	for _, o := range e.obs {
-		if o.saturated || (steadyOnly && !o.steady) {
+		if !counts(o, steadyOnly, startsOnly) {
 			continue
 		}
 		busy += o.busy

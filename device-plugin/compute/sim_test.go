@@ -86,6 +86,7 @@ type simGPU struct {
 	wholeDevice bool
 	seed        uint64        // of the noise
 	delay       time.Duration // device samples arrive this late
+	window      time.Duration // a device sample averages this long before its stamp (0: see Busy)
 }
 
 const simStep = 10 * time.Microsecond
@@ -162,7 +163,9 @@ func sumBuckets(b []time.Duration, from, to time.Duration) time.Duration {
 // Busy: device samples every 100 ms (200 ms with wholeDevice, as an H200
 // gives them), whole percent, returned once. With a delay (late samples)
 // each also averages the last 1/6 s, longer than the spacing, as a real
-// driver's do; without, it covers its own period.
+// driver's do; without, it covers its own period. window overrides both
+// (1/6 s every 200 ms leaves a gap between samples: the fake driver's
+// FAKEGPU_SAMPLE_WINDOW_US).
 func (g *simGPU) Busy(_ string, mono uint64, _ time.Time) (Window, bool, error) {
 	period := 100 * time.Millisecond
 	if g.wholeDevice {
@@ -171,6 +174,9 @@ func (g *simGPU) Busy(_ string, mono uint64, _ time.Time) (Window, bool, error) 
 	avg := period
 	if g.delay > 0 && !g.wholeDevice {
 		avg = 166667 * time.Microsecond
+	}
+	if g.window > 0 {
+		avg = g.window
 	}
 	end := (g.now - g.delay) / period * period
 	if g.lastDev == 0 {
@@ -267,7 +273,7 @@ func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]floa
 	t.Helper()
 	dir := t.TempDir()
 	g := &simGPU{cur: -1, slice: opts.slice, switchCost: opts.switchCost, noise: opts.noise, seed: opts.seed, delay: opts.delay,
-		wholeDevice: opts.wholeDevice}
+		wholeDevice: opts.wholeDevice, window: opts.window}
 	if g.slice == 0 {
 		g.slice = 2 * time.Millisecond
 	}
@@ -381,7 +387,8 @@ type simOptions struct {
 	blindOwners       bool // the owners map no pid (no host pid view)
 	noiseFree         bool // the case runs without per-process noise only
 	delay             time.Duration
-	wholeDevice       bool // per-process samples as an H200 gives them (simGPU.Processes)
+	wholeDevice       bool          // per-process samples as an H200 gives them (simGPU.Processes)
+	window            time.Duration // a device sample's averaging window (0: Busy's default)
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

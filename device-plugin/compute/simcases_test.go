@@ -138,6 +138,10 @@ func TestSimWholeDeviceSamples(t *testing.T) {
 		{name: "pair 50+50", specs: []simTenant{simT("a", 50, simPlain), simT("b", 50, simPlain)}, want: map[string]float64{"a": 50, "b": 50}},
 		{name: "triple 20+30+40", specs: []simTenant{simT("a", 20, simPlain), simT("b", 30, simPlain), simT("c", 40, simPlain)},
 			want: map[string]float64{"a": 20, "b": 30, "c": 40}},
+		// late, its loop swung into saturation and a fit at 3 standard
+		// errors split the three: 19.7 + 33.8 + 35.5 (regressSigmas)
+		{name: "triple 20+30+40, 40 µs switches", specs: []simTenant{simT("a", 20, simPlain), simT("b", 30, simPlain), simT("c", 40, simPlain)},
+			opts: simOptions{switchCost: 40 * time.Microsecond}, want: map[string]float64{"a": 20, "b": 30, "c": 40}},
 		{name: "lone 30", specs: []simTenant{simT("a", 30, simPlain)}, want: map[string]float64{"a": 30}},
 		{name: "a starts 3 s after b", specs: []simTenant{{name: "a", cores: 30, prog: simPlain, secs: 9, owned: true, start: 3 * time.Second}, simT("b", 60, simPlain)},
 			want: map[string]float64{"a": 30, "b": 60}},
@@ -192,6 +196,35 @@ func stretch(specs []simTenant, f float64) []simTenant {
 // device's busy time alone; shape-only costs mis-shared programs whose units
 // cost 8x apart (72.0 + 18.0 for 30 + 60, simulated and on the fake driver),
 // and the excitation's windows tell them apart.
+// A start between device samples: 200 ms apart, each averaging the last
+// 166 ms (the fake driver's default), read a few ms late, the first
+// launches of a lone tenant ran outside every sample, and the window that
+// charged them put its cost at 6.9 ns per unit for a true 125. Its windows
+// after that were saturated, and for 7 s it held the whole GPU: 83.1 for 90
+// over the second half (estimator.startsOnly).
+func TestSimStartBetweenSamples(t *testing.T) {
+	tests := []struct {
+		name string
+		prog simProgram
+		late time.Duration
+	}{
+		{name: "2 ms kernels, 4 ms late", prog: simPlain, late: 4 * time.Millisecond},
+		{name: "2 ms kernels, 12 ms late", prog: simPlain, late: 12 * time.Millisecond},
+		{name: "2 ms kernels, 20 ms late", prog: simPlain, late: 20 * time.Millisecond},
+		{name: "200 µs kernels, 12 ms late", prog: simShort, late: 12 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, _ := simulate(t, []simTenant{simT("a", 90, tt.prog)}, simOptions{wholeDevice: true, delay: tt.late,
+				window: 166667 * time.Microsecond, switchCost: 40 * time.Microsecond})
+			t.Logf("simulated: %s", simString(got))
+			if d := got["a"] - 90; d > 3 || d < -3 {
+				t.Errorf("a got %.1f, want 90 ± 3", got["a"])
+			}
+		})
+	}
+}
+
 func TestSimNoProcessSamples(t *testing.T) {
 	for _, tt := range []simCase{
 		{name: "8x apart 30+60", specs: []simTenant{simT("a", 30, simOneWarp), simT("b", 60, simPlain)}, want: map[string]float64{"a": 30, "b": 60}},
