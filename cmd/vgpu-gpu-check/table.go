@@ -38,10 +38,13 @@ func (o outcome) render() string {
 	return strings.TrimRight(fmt.Sprintf(lineFormat, o.Group, o.Name, o.Target, o.Achieved, o.Status, took, oneLine(o.Note)), " \n") + "\n"
 }
 
+// oneLine keeps a note on one line; a share row's note (per-pid samples,
+// sample lateness, fitted periods, tenants' run) takes about 250 characters,
+// all of it wanted from a GPU run.
 func oneLine(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 160 {
-		s = s[:157] + "..."
+	if len(s) > 400 {
+		s = s[:397] + "..."
 	}
 	return s
 }

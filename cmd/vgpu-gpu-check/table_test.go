@@ -97,3 +97,26 @@ func TestFooter(t *testing.T) {
 		})
 	}
 }
+
+// A share row's whole note is kept (the fitted periods come last); only a
+// runaway one is cut.
+func TestOneLine(t *testing.T) {
+	note := strings.Repeat("+0.3 -1.1; nvml per-pid sm% 92+89 (8+19 samples); ", 5) // 260 characters
+	tests := []struct {
+		name, in string
+		want     int // length
+		cut      bool
+	}{
+		{name: "a share row's note", in: note, want: len(strings.TrimSpace(note))},
+		{name: "a runaway note", in: note + note, want: 400, cut: true},
+		{name: "lines joined", in: "a\n  b\tc", want: 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := oneLine(tt.in)
+			if len(got) != tt.want || strings.HasSuffix(got, "...") != tt.cut || strings.ContainsAny(got, "\n\t") {
+				t.Errorf("oneLine: %d characters %q, want %d (cut %v)", len(got), got, tt.want, tt.cut)
+			}
+		})
+	}
+}
