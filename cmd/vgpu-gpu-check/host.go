@@ -318,13 +318,14 @@ func (s *rootSet) snapshot() map[int]string {
 // about one sample per process per second, keyed by host pids).
 type pidSampler struct {
 	dev    nvml.Device
+	every  time.Duration // between polls
 	owners func() map[int]string
 	sum    map[string]float64
 	n      map[string]int
 }
 
 func newPidSampler(dev nvml.Device, owners func() map[int]string) *pidSampler {
-	return &pidSampler{dev: dev, owners: owners, sum: map[string]float64{}, n: map[string]int{}}
+	return &pidSampler{dev: dev, every: 500 * time.Millisecond, owners: owners, sum: map[string]float64{}, n: map[string]int{}}
 }
 
 func (s *pidSampler) run(ctx context.Context, wait time.Duration) {
@@ -334,7 +335,7 @@ func (s *pidSampler) run(ctx context.Context, wait time.Duration) {
 	case <-time.After(wait):
 	}
 	last := uint64(time.Now().UnixMicro())
-	t := time.NewTicker(500 * time.Millisecond)
+	t := time.NewTicker(s.every)
 	defer t.Stop()
 	for {
 		select {
@@ -342,7 +343,7 @@ func (s *pidSampler) run(ctx context.Context, wait time.Duration) {
 			return
 		case <-t.C:
 		}
-		samples, ret := s.dev.GetProcessUtilization(last)
+		samples, ret := compute.ProcessUtilization(s.dev, last) // go-nvml's own call can panic
 		if ret != nvml.SUCCESS {
 			continue
 		}

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 )
 
 func TestLagSummary(t *testing.T) {
@@ -48,5 +53,33 @@ func TestFitSummary(t *testing.T) {
 				t.Errorf("fitSummary(%d, %d) = %q, want %q", tt.fitted, tt.periods, got, tt.want)
 			}
 		})
+	}
+}
+
+// go-nvml's GetProcessUtilization slices its buffer by the count of a second
+// call; a sample arriving between its two calls makes that count larger and
+// the slice panics (the rehearsal's balance row crashed the check there, on
+// the fake driver). The sampler reads on through it.
+func TestPidSamplerSurvivesTheRace(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := 0
+	dev := &mock.Device{GetProcessUtilizationFunc: func(last uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+		calls++
+		if calls == 1 {
+			buf := make([]nvml.ProcessUtilizationSample, 2)
+			n := len(buf) + calls // the second call's larger count
+			return buf[:n], nvml.ERROR_INSUFFICIENT_SIZE
+		}
+		if calls == 3 {
+			cancel()
+		}
+		return []nvml.ProcessUtilizationSample{{Pid: 10, TimeStamp: last + 1, SmUtil: 40}}, nvml.SUCCESS
+	}}
+	s := newPidSampler(dev, func() map[int]string { return map[int]string{10: "a"} })
+	s.every = time.Millisecond
+	s.run(ctx, 0)
+	if got := s.summary([]string{"a"}); !strings.Contains(got, "sm% 40 (2 samples)") {
+		t.Errorf("summary %q after the race, want the sample read after it", got)
 	}
 }

@@ -57,15 +57,16 @@ func (s *NVMLSource) handle(uuid string) (nvml.Device, error) {
 	return d, nil
 }
 
-// processUtilization is h.GetProcessUtilization, which go-nvml (v0.13)
+// ProcessUtilization is h.GetProcessUtilization, which go-nvml (v0.13)
 // implements as a count query and a second call into a buffer of that size,
 // then slices the buffer by the count the second call set. When samples
 // arrive between the two calls (a sampling period ends; the driver can do
 // that as well as the fake), the second call answers INSUFFICIENT_SIZE with a
 // larger count and the slice panics. That is a lost race, not an error: it
 // reads as INSUFFICIENT_SIZE with nothing, and the next poll asks again from
-// the same timestamp.
-func processUtilization(h nvml.Device, lastSeen uint64) (samples []nvml.ProcessUtilizationSample, ret nvml.Return) {
+// the same timestamp. Every caller of GetProcessUtilization goes through it
+// (the gpu check's per-pid summary crashed there on the fake driver).
+func ProcessUtilization(h nvml.Device, lastSeen uint64) (samples []nvml.ProcessUtilizationSample, ret nvml.Return) {
 	defer func() {
 		if recover() != nil {
 			samples, ret = nil, nvml.ERROR_INSUFFICIENT_SIZE
@@ -88,7 +89,7 @@ func (s *NVMLSource) Processes(uuid string, mono uint64, wall time.Time) ([]Proc
 		c = &procCursor{pid: map[uint32]uint64{}}
 		s.procs[uuid] = c
 	}
-	samples, ret := processUtilization(h, c.last)
+	samples, ret := ProcessUtilization(h, c.last)
 	if ret == nvml.ERROR_NOT_FOUND || (ret == nvml.ERROR_INSUFFICIENT_SIZE && len(samples) == 0) {
 		return nil, nil // no process ran since
 	}

@@ -50,3 +50,17 @@ func TestProcessSampleWindows(t *testing.T) {
 		t.Errorf("sample windows (-want +got):\n%s", diff)
 	}
 }
+
+// A sample arriving between go-nvml's two calls: its slice panics, and the
+// poll reads it as a lost race (INSUFFICIENT_SIZE, nothing), not a crash.
+func TestProcessUtilizationLostRace(t *testing.T) {
+	dev := &mock.Device{GetProcessUtilizationFunc: func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+		buf := make([]nvml.ProcessUtilizationSample, 2)
+		n := len(buf) + 1
+		return buf[:n], nvml.SUCCESS
+	}}
+	got, ret := ProcessUtilization(dev, 0)
+	if got != nil || ret != nvml.ERROR_INSUFFICIENT_SIZE {
+		t.Errorf("ProcessUtilization = %v, %v; want nothing, INSUFFICIENT_SIZE", got, ret)
+	}
+}
