@@ -19,7 +19,7 @@ import "math"
 // windows of a loop swinging into saturation (20 + 30 + 40 got 19.7 + 33.8 +
 // 35.5 with samples 200 ms late; a 50 + 50 pair 3.7 off, simulated). The
 // different programs the fit is for stood 4.8 to 250 apart when first split
-// (24 mixes, simulated).
+// (19 runs of the simulation's suites).
 const (
 	regressMinPer = 4    // windows per fitted cost, at least
 	regressMinN   = 8    // windows, at least
