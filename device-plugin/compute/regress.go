@@ -24,7 +24,7 @@ const (
 	regressMinPer = 4    // windows per fitted cost, at least
 	regressMinN   = 8    // windows, at least
 	regressMaxRel = 0.5  // a cost's standard error, relative, beyond which the fit says nothing
-	regressSigmas = 4.0  // how far apart two costs must stand (standard errors; see below)
+	regressSigmas = 4.0  // how far apart two costs must stand (standard errors; see above)
 	regressApart  = 0.05 // and by how much, relative: closer, tenants share the pooled cost (exact for one program)
 	regressNoise  = 0.01 // of a window: the busy time's noise, at least (whole percents, queues)
 	regressSliver = 0.5  // of the pooled cost: a poorly determined cost whose upper bound stands below it is a sliver's
