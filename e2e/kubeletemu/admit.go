@@ -160,16 +160,31 @@ func (n *Node) allocateContainer(ctx context.Context, pod *corev1.Pod, c *corev1
 		return cr, err
 	}
 	cr.Response = fromProto(resp.ContainerResponses[0])
+	if err := n.hold(uid, c.Name, res, allocated); err != nil {
+		cr.AllocateError = err.Error()
+		return cr, err
+	}
+	return cr, nil
+}
+
+// hold records a container's devices, unless the pod was deleted or ended
+// while they were being allocated: its release has already run, so devices
+// recorded now would be held for ever. Kubelet's device manager drops such
+// devices at its next allocation (it keeps only active pods' devices).
+func (n *Node) hold(uid, container, res string, ids []string) error {
 	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.released[uid] {
+		return fmt.Errorf("pod %s was deleted or ended during its admission; devices %v go back", uid, ids)
+	}
 	if n.podDevices[uid] == nil {
 		n.podDevices[uid] = map[string]devices{}
 	}
-	if n.podDevices[uid][c.Name] == nil {
-		n.podDevices[uid][c.Name] = devices{}
+	if n.podDevices[uid][container] == nil {
+		n.podDevices[uid][container] = devices{}
 	}
-	n.podDevices[uid][c.Name][res] = slices.Clone(allocated)
-	n.mu.Unlock()
-	return cr, nil
+	n.podDevices[uid][container][res] = slices.Clone(ids)
+	return nil
 }
 
 // reject fails the pod's admission: its devices go back, an Event says why.

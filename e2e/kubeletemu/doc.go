@@ -32,7 +32,10 @@
 //     Failed), as a failed container start would be.
 //   - PodResources List/Get/GetAllocatableResources over the admitted pods
 //     (app containers and restartable init containers, as kubelet lists).
-//   - Release of a pod's devices when it is deleted or terminal.
+//   - Release of a pod's devices when it is deleted or terminal, also when
+//     that happens while its devices are being allocated: they are not
+//     recorded then, where kubelet keeps only active pods' devices at its
+//     next allocation (the pod is rejected; no one is left to see it).
 //   - Kubelet restart: at start it deletes every socket in the
 //     device-plugins directory, so plugins see kubelet.sock recreated; pods
 //     recorded as admitted by an earlier run keep their devices (kubelet's

@@ -19,6 +19,7 @@ import (
 	batchv1alpha1 "volcano.sh/apis/pkg/apis/batch/v1alpha1"
 
 	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/reschedule"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/kubeletemu"
 )
 
@@ -177,16 +178,50 @@ func splitBound(pods []corev1.Pod) (running, pending []corev1.Pod) {
 	return running, pending
 }
 
+// others describes the first few pods that are bound but not running (a
+// failed admission, say), so that a wait that times out names them.
+func others(pods []corev1.Pod) string {
+	var out []string
+	n := 0
+	for _, p := range pods {
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodRunning {
+			continue
+		}
+		if n++; len(out) < 3 {
+			out = append(out, fmt.Sprintf("%s on %s: %s %s %.300s", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Reason, p.Status.Message))
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d bound and not running (%s)", n, strings.Join(out, "; "))
+}
+
+// gone says why n pods of ns are no longer there, when an Event says
+// (the device plugin deletes pods kubelet failed at admission).
+func gone(ctx context.Context, ns string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	evs, err := shared.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + reschedule.EventReason})
+	if err != nil || len(evs.Items) == 0 {
+		return fmt.Sprintf(", %d deleted", n)
+	}
+	e := evs.Items[0]
+	return fmt.Sprintf(", %d deleted (%d %s Events; %s: %.300s)", n, len(evs.Items), e.Reason, e.InvolvedObject.Name, e.Message)
+}
+
 // waitSettled waits until ns has want running pods and the rest (of total)
 // unbound, and the counts hold for hold (several scheduling cycles).
 func waitSettled(t *testing.T, ctx context.Context, ns string, total, want int, hold time.Duration) (running, pending []corev1.Pod) {
 	t.Helper()
 	var since time.Time
 	waitFor(t, ctx, fmt.Sprintf("%d of %d pods running in %s, steadily", want, total, ns), func() error {
-		running, pending = splitBound(listPods(t, ctx, ns))
+		all := listPods(t, ctx, ns)
+		running, pending = splitBound(all)
 		if len(running) != want || len(running)+len(pending) != total {
 			since = time.Time{}
-			return fmt.Errorf("%d running, %d unbound", len(running), len(pending))
+			return fmt.Errorf("%d running, %d unbound%s%s", len(running), len(pending), others(all), gone(ctx, ns, total-len(all)))
 		}
 		if since.IsZero() {
 			since = time.Now()
