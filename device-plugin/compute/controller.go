@@ -248,7 +248,7 @@ func (g *GPU) Step(in Input) []Decision {
 	end := float64(in.NowNs) - in.LagNs
 	clean := g.ex.clean(end-P, end)
 	if !in.Partial {
-		g.est.add(in.BusyNs, P, units, steady, clean)
+		g.est.add(in.BusyNs, P, units, steady, clean, g.ex.phaseAt(end))
 	}
 	k := g.est.fit(keys)
 	if in.Unshared {

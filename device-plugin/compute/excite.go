@@ -116,6 +116,17 @@ func (x *excitation) clean(start, end float64) bool {
 	return true
 }
 
+// phaseAt names the phase in force at t (NowNs): when its targets were set
+// (0: before any change).
+func (x *excitation) phaseAt(t float64) uint64 {
+	for i := len(x.changes) - 1; i >= 0; i-- {
+		if float64(x.changes[i].at) <= t {
+			return x.changes[i].at
+		}
+	}
+	return 0
+}
+
 // lentAt is what each tenant was lent at t (NowNs): the targets in force
 // over a window seen late.
 func (x *excitation) lentAt(t float64) map[string]float64 {

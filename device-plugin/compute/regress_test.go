@@ -30,7 +30,7 @@ func turns(n, phase int, costs map[string]float64, assumed float64, shares map[s
 			busy += units[key] * costs[key]
 		}
 		busy = math.Min(math.Round(100*busy/P), 100) / 100 * P
-		out = append(out, observation{busy: busy, period: P, saturated: busy >= saturatedAt*P, units: units, steady: true, clean: w%phase != 0})
+		out = append(out, observation{busy: busy, period: P, saturated: busy >= saturatedAt*P, units: units, steady: true, clean: w%phase != 0, phase: uint64(w / phase)})
 	}
 	return out
 }
@@ -80,17 +80,21 @@ func TestRegress(t *testing.T) {
 			o[7].units = map[string]float64{"a": 100100, "b": 799000}
 			return o
 		}(), keys: keys},
-		{name: "a sliver beside a tenant that fills the GPU: at the floor", obs: func() []observation {
+		{name: "a sliver beside a tenant that fills the GPU: at the floor", obs: sliverRows(4), keys: keys, apart: true, known: true},
+		{name: "a sliver within one phase: the turns have not confirmed it", obs: sliverRows(1), keys: keys, known: true},
+		{name: "one program on a saturated GPU, a queue swinging within a phase: not apart", obs: func() []observation {
+			// 20 ms queued at 128 ns per unit (simulated, 166 ms samples):
+			// b's units swing with its queue, a's are held by its rate; least
+			// squares read 255 and 6.4 ns per unit and took b for a sliver
 			var o []observation
-			for w := range 40 {
-				// a GEMM's queue fills what an elementwise tenant (3.75 ns
-				// per unit, one kernel of 80,000 units now and then) leaves
-				b := float64(w%3) * 80000
+			for _, b := range []float64{784000, 784000, 777600, 668800, 811200, 832000, 804800, 784000} {
 				o = append(o, observation{busy: 200e6, period: 200e6, saturated: true, steady: true, clean: true,
-					units: map[string]float64{"a": (200e6 - 3.75*b) / 3788, "b": b}})
+					units: map[string]float64{"a": 784000, "b": b}})
 			}
+			o[2].units["a"], o[6].units["a"] = 785600, 785600
 			return o
-		}(), keys: keys, apart: true, known: true},
+		}(), keys: keys, known: true},
+		{name: "one program on a saturated GPU, queues swinging across turns: not apart", obs: queuedPair(), keys: keys, known: true},
 		{name: "a poorly determined cost near the pooled one: no fit", obs: func() []observation {
 			// b does a fiftieth of the GPU's work at about a's cost, and the
 			// busy time has a few points of noise: b's cost could be anything
@@ -148,11 +152,7 @@ func TestRegress(t *testing.T) {
 // tenant is given rate and the next fits see its work.
 func TestRegressSliverAtTheFloor(t *testing.T) {
 	e := newEstimator(window)
-	for w := range 40 {
-		b := float64(w%3) * 80000
-		e.obs = append(e.obs, observation{busy: 200e6, period: 200e6, saturated: true, steady: true, clean: true,
-			units: map[string]float64{"a": (200e6 - 3.75*b) / 3788, "b": b}})
-	}
+	e.obs = sliverRows(4)
 	got, _ := e.regress([]string{"a", "b"})
 	var busy, units float64
 	for _, o := range e.obs {
@@ -165,6 +165,36 @@ func TestRegressSliverAtTheFloor(t *testing.T) {
 	if math.Abs(got["a"]/3788-1) > 0.03 {
 		t.Errorf("a: %.1f ns per unit, want 3788", got["a"])
 	}
+}
+
+// sliverRows: a GEMM's queue fills what an elementwise tenant (3.75 ns per
+// unit, one kernel of 80,000 units now and then) leaves, over phases of 10
+// windows; on its turns (odd phases) the elementwise tenant launches one
+// kernel a window more.
+func sliverRows(phases int) []observation {
+	var o []observation
+	for w := range 10 * phases {
+		b := float64(w%3+(w/10)%2) * 80000
+		o = append(o, observation{busy: 200e6, period: 200e6, saturated: true, steady: true, clean: true, phase: uint64(w / 10),
+			units: map[string]float64{"a": (200e6 - 3.75*b) / 3788, "b": b}})
+	}
+	return o
+}
+
+// queuedPair: two tenants of one program (128 ns per unit) fill a GPU that
+// time-slices them, whatever the turns lend (each ran 780,000 units a
+// window); b's launches block on its queue of up to 20 ms (156,000 units),
+// so it launched what ran plus its queue's change; a is held by its rate.
+func queuedPair() []observation {
+	var o []observation
+	q := 80000.0
+	for w := range 30 {
+		next := float64((w*7919)%13) / 12 * 156000 // the queue at the window's end
+		o = append(o, observation{busy: 200e6, period: 200e6, saturated: true, steady: true, clean: true, phase: uint64(w / 10),
+			units: map[string]float64{"a": 780000 + float64(w%2)*1600, "b": 780000 + next - q}})
+		q = next
+	}
+	return o
 }
 
 func TestInvert(t *testing.T) {

@@ -180,6 +180,39 @@ func TestSimWholeDeviceSamples(t *testing.T) {
 	}
 }
 
+// TestSimQueuedPair: two tenants of one program fill a GPU with 20 ms of
+// work queued each (the fake driver's default queue); the time slicer, not
+// the turns, splits it, and one tenant's launches swing with its queue.
+// The fit read that noise as a cost and split them (regress: confirmed);
+// these runs missed before: 51.5 + 44.5, 45.8 + 50.8 and 51.0 + 45.4.
+func TestSimQueuedPair(t *testing.T) {
+	short := simProgram{units: 200 * 8, kernel: 200 * time.Microsecond, depth: 100}
+	long := simProgram{units: 2000 * 8, kernel: 2 * time.Millisecond, depth: 10}
+	const sampled = 166667 * time.Microsecond // a device sample averages the last 1/6 s
+	tests := []struct {
+		name string
+		prog simProgram
+		opts simOptions
+	}{
+		{name: "200 µs kernels, 1/6 s samples", prog: short, opts: simOptions{window: sampled}},
+		{name: "200 µs kernels, samples 120 ms late", prog: short, opts: simOptions{delay: 120 * time.Millisecond}},
+		{name: "2 ms kernels, 1/6 s samples", prog: long, opts: simOptions{window: sampled}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := tt.opts
+			opts.wholeDevice, opts.switchCost = true, 40*time.Microsecond
+			got, obs := simulate(t, []simTenant{simT("a", 50, tt.prog), simT("b", 50, tt.prog)}, opts)
+			t.Logf("simulated: %s (fitted %v)", simString(got), obs.Fitted)
+			for _, k := range []string{"a", "b"} {
+				if d := got[k] - 50; d > 3 || d < -3 {
+					t.Errorf("%s got %.1f, want 50 ± 3", k, got[k])
+				}
+			}
+		})
+	}
+}
+
 // stretch runs every tenant f times as long (starts too).
 func stretch(specs []simTenant, f float64) []simTenant {
 	out := make([]simTenant, len(specs))
