@@ -28,6 +28,7 @@ const (
 	regressApart  = 0.05 // and by how much, relative: closer, tenants share the pooled cost (exact for one program)
 	regressNoise  = 0.01 // of a window: the busy time's noise, at least (whole percents, queues)
 	regressSliver = 0.5  // of the pooled cost: a poorly determined cost whose upper bound stands below it is a sliver's
+	regressOver   = 1.5  // of the windows' busy time: more, and a tenant's cost says it ran longer than the GPU was busy (see fitRows)
 )
 
 // regress fits each launching tenant's cost per unit over the clean windows
@@ -148,6 +149,18 @@ func fitRows(keys []string, rows, resid []observation) (costs map[string]float64
 		// least the floor): given more rate, it launches more, and the next
 		// fits see it.
 		raw := beta[i] / scale[key]
+		// No tenant ran longer than the GPU was busy: over the windows
+		// what it launched and had not run is bounded by its queue. A
+		// cost beyond that is a fit gone wrong, not a tenant apart: with
+		// half a second queued and samples 200 ms late, a start's backlog
+		// ran in the first windows of two tenants of one program (busy
+		// throughout, a fifth of it launched there), and least squares put
+		// one at 14,341 ns per unit, 4.6 times the busy time, and the
+		// other below nothing, taken for a sliver: 12.1 + 75.4 for 45 +
+		// 45, simulated.
+		if raw*scale[key]*float64(n) > regressOver*busy {
+			return nil, false
+		}
 		c := max(raw, minCost*pooled)
 		if se := math.Sqrt(max(s2*inv[i][i], 0)) / scale[key]; se > regressMaxRel*c {
 			if raw+regressSigmas*se > regressSliver*pooled {

@@ -95,6 +95,21 @@ func TestRegress(t *testing.T) {
 			return o
 		}(), keys: keys, known: true},
 		{name: "one program on a saturated GPU, queues swinging across turns: not apart", obs: queuedPair(), keys: keys, known: true},
+		{name: "a start's backlog: a cost longer than the GPU was busy", obs: func() []observation {
+			// two tenants of one program (1000 ns per unit), half a second
+			// queued, samples 200 ms late (simulated): the first windows
+			// ran what was queued before they were held to a rate; least
+			// squares put a at 14,341 and b below nothing
+			rows := [][4]float64{{1, 28000, 22000, 1}, {1, 24000, 18000, 1}, {1, 20000, 18000, 1}, {0.75, 18000, 16000, 1},
+				{0.15, 18000, 12000, 1}, {0.35, 30000, 40000, 2}, {0.46, 40000, 52000, 2}, {0.64, 56000, 70000, 2},
+				{0.81, 72000, 90000, 2}, {0.95, 82000, 104000, 2}, {1, 90000, 112000, 2}}
+			var o []observation
+			for _, r := range rows {
+				o = append(o, observation{busy: r[0] * 200e6, period: 200e6, saturated: r[0] >= saturatedAt, steady: true, clean: true,
+					phase: uint64(r[3]), units: map[string]float64{"a": r[1], "b": r[2]}})
+			}
+			return o
+		}(), keys: keys},
 		{name: "a poorly determined cost near the pooled one: no fit", obs: func() []observation {
 			// b does a fiftieth of the GPU's work at about a's cost, and the
 			// busy time has a few points of noise: b's cost could be anything

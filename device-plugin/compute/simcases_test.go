@@ -180,33 +180,42 @@ func TestSimWholeDeviceSamples(t *testing.T) {
 	}
 }
 
-// TestSimQueuedPair: two tenants of one program fill a GPU with 20 ms of
-// work queued each (the fake driver's default queue); the time slicer, not
-// the turns, splits it, and one tenant's launches swing with its queue.
-// The fit read that noise as a cost and split them (regress: confirmed);
-// these runs missed before: 51.5 + 44.5, 45.8 + 50.8 and 51.0 + 45.4.
+// TestSimQueuedPair: two tenants of one program with work queued. With 20
+// ms each (the fake driver's default queue) on a full GPU, the time slicer,
+// not the turns, splits it, and one tenant's launches swing with its queue;
+// the fit read that noise as a cost and split them (regress: confirmed).
+// With half a second queued (as a real GPU queues ~1000 launches) and
+// samples 200 ms late, a start's backlog ran in the fit's first windows and
+// it put one tenant's cost beyond the GPU's busy time (regressOver). These
+// runs missed before: 51.5 + 44.5, 45.8 + 50.8, 51.0 + 45.4, 12.1 + 75.4 and
+// 39.7 + 47.9.
 func TestSimQueuedPair(t *testing.T) {
 	short := simProgram{units: 200 * 8, kernel: 200 * time.Microsecond, depth: 100}
 	long := simProgram{units: 2000 * 8, kernel: 2 * time.Millisecond, depth: 10}
+	deepShort := simProgram{units: 200 * 8, kernel: 200 * time.Microsecond, depth: 2500}
 	const sampled = 166667 * time.Microsecond // a device sample averages the last 1/6 s
 	tests := []struct {
-		name string
-		prog simProgram
-		opts simOptions
+		name  string
+		prog  simProgram
+		share float64
+		opts  simOptions
 	}{
-		{name: "200 µs kernels, 1/6 s samples", prog: short, opts: simOptions{window: sampled}},
-		{name: "200 µs kernels, samples 120 ms late", prog: short, opts: simOptions{delay: 120 * time.Millisecond}},
-		{name: "2 ms kernels, 1/6 s samples", prog: long, opts: simOptions{window: sampled}},
+		{name: "200 µs kernels, 1/6 s samples", prog: short, share: 50, opts: simOptions{window: sampled}},
+		{name: "200 µs kernels, samples 120 ms late", prog: short, share: 50, opts: simOptions{delay: 120 * time.Millisecond}},
+		{name: "2 ms kernels, 1/6 s samples", prog: long, share: 50, opts: simOptions{window: sampled}},
+		{name: "half a second queued, 45+45, samples 200 ms late", prog: simDeep, share: 45, opts: simOptions{delay: 200 * time.Millisecond}},
+		{name: "half a second of 200 µs kernels, 45+45, 1/6 s samples 100 ms late", prog: deepShort, share: 45,
+			opts: simOptions{window: sampled, delay: 100 * time.Millisecond}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			opts := tt.opts
 			opts.wholeDevice, opts.switchCost = true, 40*time.Microsecond
-			got, obs := simulate(t, []simTenant{simT("a", 50, tt.prog), simT("b", 50, tt.prog)}, opts)
+			got, obs := simulate(t, []simTenant{simT("a", int(tt.share), tt.prog), simT("b", int(tt.share), tt.prog)}, opts)
 			t.Logf("simulated: %s (fitted %v)", simString(got), obs.Fitted)
 			for _, k := range []string{"a", "b"} {
-				if d := got[k] - 50; d > 3 || d < -3 {
-					t.Errorf("%s got %.1f, want 50 ± 3", k, got[k])
+				if d := got[k] - tt.share; d > 3 || d < -3 {
+					t.Errorf("%s got %.1f, want %.0f ± 3", k, got[k], tt.share)
 				}
 			}
 		})
