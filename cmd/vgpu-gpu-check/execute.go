@@ -31,6 +31,10 @@ type result struct {
 	Note             string
 	ContextMiB       uint64    // context rows
 	AbsErr           []float64 // share rows with fixed tenants: |achieved - target| per tenant
+	// GPUTime: share rows, the device's median busy percent over the
+	// second half (devSampler; empty without readings): a lone tenant's
+	// GPU time, what the limiter holds
+	GPUTime []float64
 }
 
 // outcome is a row with its result, as the table prints it.
@@ -134,7 +138,8 @@ func memoryVerdict(capMiB, got uint64, refused bool) (status, string) {
 
 // shareVerdict judges achieved shares (percent of solo) against the tenants'
 // targets: a fixed tenant within ±3 points, a balance tenant at least its
-// target less 3 (it may take what the others leave).
+// target less 3 (it may take what the others leave). Unlimited tenants have
+// no target: the note gives what they got together (a measurement, ok).
 func shareVerdict(ts []tenantSpec, got []float64) (result, error) {
 	if len(got) != len(ts) {
 		return result{}, fmt.Errorf("%d results for %d tenants", len(got), len(ts))
@@ -142,8 +147,15 @@ func shareVerdict(ts []tenantSpec, got []float64) (result, error) {
 	r := result{Target: targets(ts), Status: statusOK}
 	ach := make([]string, len(got))
 	var notes []string
+	var free float64
+	unlimited := 0
 	for i, t := range ts {
 		ach[i] = fmt.Sprintf("%.1f", got[i])
+		if t.Unlimited {
+			free += got[i]
+			unlimited++
+			continue
+		}
 		d := got[i] - float64(t.Cores)
 		if t.Balance {
 			if d < -tolerance {
@@ -157,6 +169,9 @@ func shareVerdict(ts []tenantSpec, got []float64) (result, error) {
 			r.Status = statusMiss
 		}
 		notes = append(notes, fmt.Sprintf("%+.1f", d))
+	}
+	if unlimited > 1 {
+		notes = append(notes, fmt.Sprintf("together %.1f (of their solo rates; what the GPU gives tenants that run at once)", free))
 	}
 	r.Achieved = strings.Join(ach, "+")
 	r.Note = strings.Join(notes, " ")

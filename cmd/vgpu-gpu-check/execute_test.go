@@ -171,6 +171,10 @@ func TestShareVerdict(t *testing.T) {
 		{name: "a balance tenant starved below its target misses", // 20-30 = -10
 			ts: []tenantSpec{{Work: "pytorch", Cores: 50}, {Work: "pytorch", Cores: 30, Balance: true}}, got: []float64{50, 20},
 			want: result{Target: "50+b30", Achieved: "50.0+20.0", Status: statusMiss, Note: "+0.0 b-10.0", AbsErr: []float64{0}}},
+		{name: "unlimited tenants have no target: what they got together is noted, never a miss",
+			ts: []tenantSpec{{Work: "pytorch", Unlimited: true}, {Work: "probe-elem", Unlimited: true}}, got: []float64{45.9, 30.2},
+			want: result{Target: "none+none", Achieved: "45.9+30.2", Status: statusOK,
+				Note: "together 76.1 (of their solo rates; what the GPU gives tenants that run at once)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := shareVerdict(tc.ts, tc.got)

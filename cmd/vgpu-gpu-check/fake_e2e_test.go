@@ -22,7 +22,12 @@ import (
 // (testdata/fake). It checks the plumbing (caps hold on the memory rows, share
 // rows measure and finish), not share accuracy: the fake's accuracy has its
 // own suite (device-plugin/compute), and this machine's load would make it
-// noisy here.
+// noisy here. The PyTorch stand-in takes a second to set up
+// (FAKE_IMPORT_SECS), the probe's none, as PyTorch's import takes seconds:
+// the start line holds a row's tenants until all are set up, and two
+// tenants that run at once unlimited get the GPU between them (on the FIFO
+// fake, about one solo rate together; without the line the pair read 113
+// and the probe ran its measured half alone).
 func TestFakeDriverEndToEnd(t *testing.T) {
 	build := fakeDriver(t)
 	fake, err := filepath.Abs(filepath.Join("testdata", "fake"))
@@ -35,13 +40,13 @@ func TestFakeDriverEndToEnd(t *testing.T) {
 	}
 	table := filepath.Join(t.TempDir(), "table.txt")
 	cmd := exec.Command(self, "-lib", filepath.Join(build, "libvcuda.so"), "-programs", fake, "-probe", filepath.Join(fake, "probe"),
-		"-use", "pytorch", "-only", "memory,pair", "-seconds", "2", "-cap-mib", "2048", "-deadline", "2m",
+		"-use", "pytorch,probe", "-only", "memory,pair,mixed", "-seconds", "2", "-cap-mib", "2048", "-deadline", "3m",
 		"-scenario-timeout", "40s", "-work", t.TempDir(), "-out", table)
 	cmd.Env = append(os.Environ(), asMain+"=1",
 		"LD_LIBRARY_PATH="+filepath.Join(build, "fake"),
 		"FAKEGPU_DIR="+t.TempDir(),
 		"FAKEGPU_DEVICES=GPU-8b1c0d2e-0000-4000-8000-000000000001:8192",
-		"FAKE_WORKLOAD="+filepath.Join(build, "workload"))
+		"FAKE_WORKLOAD="+filepath.Join(build, "workload"), "FAKE_IMPORT_SECS=1")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr // the controller's log lines: not the table's
 	out, err := cmd.Output()
@@ -55,6 +60,7 @@ func TestFakeDriverEndToEnd(t *testing.T) {
 	if !strings.Contains(string(out), string(written)) {
 		t.Errorf("-out holds another table than stdout:\n%s\n---\n%s", written, out)
 	}
+	t.Logf("the table:\n%s", out)
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^# vgpu-gpu-check on Fake GPU 0 \(GPU-8b1c0d2e-0000-4000-8000-000000000001, 8192 MiB\)`),
 		// every path held at the 2048 MiB cap: the limiter was preloaded through /etc/ld.so.preload
@@ -66,10 +72,21 @@ func TestFakeDriverEndToEnd(t *testing.T) {
 		// two tenants at once under the node controller, each measured
 		regexp.MustCompile(`(?m)^pair +pytorch 30\+60 +30\+60 +[0-9.]+\+[0-9.]+ +(ok|MISS) `),
 		regexp.MustCompile(`(?m)^pair +pytorch 50\+50 +50\+50 +[0-9.]+\+[0-9.]+ +(ok|MISS) `),
-		regexp.MustCompile(`(?m)^# 6 rows: `),
+		regexp.MustCompile(`(?m)^mixed +pytorch 30 \+ probe-elem 60 +30\+60 +[0-9.]+\+[0-9.]+ +(ok|MISS) `),
+		regexp.MustCompile(`(?m)^# 17 rows: `),
 	} {
 		if !want.Match(out) {
 			t.Errorf("table lacks %s:\n%s", want, out)
+		}
+	}
+	for _, row := range []string{"pytorch unlimited x2", "pytorch \\+ probe-elem unlimited"} {
+		m := regexp.MustCompile(`(?m)^\S+ +` + row + ` +none\+none +[0-9.]+\+[0-9.]+ +ok .*together ([0-9.]+)`).FindSubmatch(out)
+		if m == nil {
+			t.Errorf("table lacks the row %s:\n%s", row, out)
+			continue
+		}
+		if v, _ := strconv.ParseFloat(string(m[1]), 64); v < 85 || v > 115 {
+			t.Errorf("%s: together %.1f of a solo rate, want about 100 (the FIFO fake loses nothing to running them at once):\n%s", row, v, out)
 		}
 	}
 	for _, bad := range []string{"ERROR", "TIMEOUT", "OVER THE CAP", "skipped"} {

@@ -143,20 +143,47 @@ func (h *host) memory(ctx context.Context, p *program, path string, capMiB uint6
 	return r.Allocated, r.Refused, err
 }
 
-// solo is a workload's rate alone with the limiter loaded and no compute limit.
-func (h *host) solo(ctx context.Context, p *program, work string, secs float64) (float64, error) {
+// solo is a workload's rate alone with the limiter loaded and no compute
+// limit, and what the device did meanwhile (devSampler).
+func (h *host) solo(ctx context.Context, p *program, work string, secs float64) (float64, *devSampler, error) {
 	t, err := h.tenant(api.ComputeNone, 100, 1<<20)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
+	line, err := newStartLine(h.work, 1)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer line.remove()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	dev, ddone := h.sampleDevice(ctx, line, secs)
+	exited := make(chan struct{})
+	go func() { line.watch(ctx, exited) }()
 	var r struct{ Rate float64 }
-	if err := h.exec(ctx, t, p.cmd, nil, &r, nil, workArgs(work, secs)...); err != nil {
-		return 0, err
+	err = h.exec(ctx, t, p.cmd, line.env(0), &r, nil, workArgs(work, secs)...)
+	close(exited)
+	cancel()
+	<-ddone
+	if err != nil {
+		return 0, dev, err
 	}
 	if r.Rate <= 0 {
-		return 0, fmt.Errorf("%s ran at rate %g alone", work, r.Rate)
+		return 0, dev, fmt.Errorf("%s ran at rate %g alone", work, r.Rate)
 	}
-	return r.Rate, nil
+	return r.Rate, dev, nil
+}
+
+// sampleDevice reads the device (devSampler) from the midpoint of the
+// tenants' timed loops until ctx ends; done closes then.
+func (h *host) sampleDevice(ctx context.Context, line *startLine, secs float64) (*devSampler, <-chan struct{}) {
+	s := newDevSampler(h.nvml, h.dev)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		line.after(ctx, func() { s.run(ctx, time.Duration(secs/2*float64(time.Second))) })
+	}()
+	return s, done
 }
 
 // newRunner is the node's compute controller on the real NVML, as the device
@@ -172,24 +199,33 @@ func newRunner(lib nvml.Interface, list func() ([]compute.Tenancy, error), owner
 }
 
 // shares runs one tenant per spec together under the node controller and
-// returns each one's rate as a percentage of its workload's solo rate, and
-// what NVML's per-process samples said of each (mapped by host pid).
-func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenantSpec, secs float64, solo map[string]float64) ([]float64, string, error) {
+// returns each one's rate as a percentage of its workload's solo rate, what
+// NVML's per-process samples said of each (mapped by host pid) and what the
+// device did meanwhile.
+func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenantSpec, secs float64, solo map[string]float64) ([]float64, string, *devSampler, error) {
 	tens := make([]*tenant, len(ts))
 	for i, s := range ts {
 		if _, ok := solo[s.Work]; !ok {
-			return nil, "", fmt.Errorf("no solo rate of %s: its solo row did not finish", s.Work)
+			return nil, "", nil, fmt.Errorf("no solo rate of %s: its solo row did not finish", s.Work)
 		}
-		policy := api.ComputeFixed
-		if s.Balance {
+		policy, cores := api.ComputeFixed, uint32(s.Cores)
+		switch {
+		case s.Unlimited:
+			policy, cores = api.ComputeNone, 100 // as the solo rows run
+		case s.Balance:
 			policy = api.ComputeBalance
 		}
-		t, err := h.tenant(policy, uint32(s.Cores), 1<<20)
+		t, err := h.tenant(policy, cores, 1<<20)
 		if err != nil {
-			return nil, "", err
+			return nil, "", nil, err
 		}
 		tens[i] = t
 	}
+	line, err := newStartLine(h.work, len(ts))
+	if err != nil {
+		return nil, "", nil, err
+	}
+	defer line.remove()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	roots := &rootSet{m: map[int]string{}}
@@ -221,26 +257,28 @@ func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenan
 	sdone := make(chan struct{})
 	go func() {
 		defer close(sdone)
-		sampler.run(ctx, time.Duration(secs/2*float64(time.Second)))
+		line.after(ctx, func() { sampler.run(ctx, time.Duration(secs/2*float64(time.Second))) })
 	}()
-	got, err := h.runTogether(ctx, progs, ts, secs, solo, func(i int) (*tenant, []string, func(int)) {
+	dev, ddone := h.sampleDevice(ctx, line, secs)
+	got, err := h.runTogether(ctx, progs, ts, secs, solo, line, func(i int) (*tenant, []string, func(int)) {
 		t := tens[i]
 		return t, nil, func(pid int) { roots.add(pid, t.tenancy.Key) }
 	})
 	cancel()
 	<-done
 	<-sdone
+	<-ddone
 	keys := make([]string, len(tens))
 	for i, t := range tens {
 		keys[i] = t.tenancy.Key
 	}
 	notes := []string{}
-	for _, n := range []string{sampler.summary(keys), lagSummary(lags), fitSummary(fitted, len(lags))} {
+	for _, n := range []string{line.note(), dev.summary(), sampler.summary(keys), lagSummary(lags), fitSummary(fitted, len(lags))} {
 		if n != "" {
 			notes = append(notes, n)
 		}
 	}
-	return got, strings.Join(notes, "; "), err
+	return got, strings.Join(notes, "; "), dev, err
 }
 
 // lagSummary says how late the controller read the device's utilization
@@ -268,24 +306,28 @@ func fitSummary(fitted, periods int) string {
 }
 
 // runTogether runs every tenant's workload at once (tenant i's container,
-// extra environment and start hook from each) and returns each one's rate as
-// a percentage of its workload's solo rate; the error names the first
-// tenant that failed.
+// extra environment and start hook from each), their timed loops from the
+// start line, and returns each one's rate as a percentage of its workload's
+// solo rate; the error names the first tenant that failed.
 func (h *host) runTogether(ctx context.Context, progs map[string]*program, ts []tenantSpec, secs float64, solo map[string]float64,
-	each func(i int) (*tenant, []string, func(pid int))) ([]float64, error) {
+	line *startLine, each func(i int) (*tenant, []string, func(pid int))) ([]float64, error) {
 	got := make([]float64, len(ts))
 	errs := make([]error, len(ts))
+	exited := make(chan struct{})
+	var once sync.Once
 	var wg sync.WaitGroup
 	for i := range ts {
 		t, env, started := each(i)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer once.Do(func() { close(exited) })
 			var res struct{ Rate float64 }
-			errs[i] = h.exec(ctx, t, progs[programOf(ts[i].Work)].cmd, env, &res, started, workArgs(ts[i].Work, secs)...)
+			errs[i] = h.exec(ctx, t, progs[programOf(ts[i].Work)].cmd, append(env, line.env(i)...), &res, started, workArgs(ts[i].Work, secs)...)
 			got[i] = 100 * res.Rate / solo[ts[i].Work]
 		}()
 	}
+	line.watch(ctx, exited)
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {

@@ -201,12 +201,12 @@ func (c *check) run(ctx context.Context, r row) (result, error) {
 		if err != nil {
 			return result{}, err
 		}
-		rate, err := c.h.solo(ctx, p, r.Work, c.o.secs)
+		rate, dev, err := c.h.solo(ctx, p, r.Work, c.o.secs)
 		if err != nil {
 			return result{}, err
 		}
 		c.solo[r.Work] = rate
-		return result{Target: "100", Achieved: fmt.Sprintf("%.4g/s", rate)}, nil
+		return result{Target: "100", Achieved: fmt.Sprintf("%.4g/s", rate), Note: dev.summary()}, nil
 	case kindShare:
 		for _, t := range r.Tenants {
 			if _, err := c.program(programOf(t.Work)); err != nil {
@@ -217,7 +217,7 @@ func (c *check) run(ctx context.Context, r row) (result, error) {
 		if r.Secs > 0 {
 			secs = r.Secs
 		}
-		got, note, err := c.h.shares(ctx, c.progs, r.Tenants, secs, c.solo)
+		got, note, dev, err := c.h.shares(ctx, c.progs, r.Tenants, secs, c.solo)
 		if r.Secs > 0 {
 			note = strings.TrimSuffix(fmt.Sprintf("tenants ran %g s; %s", secs, note), "; ")
 		}
@@ -227,6 +227,9 @@ func (c *check) run(ctx context.Context, r row) (result, error) {
 		res, err := shareVerdict(r.Tenants, got)
 		if note != "" {
 			res.Note += "; " + note
+		}
+		if busy, ok := dev.busyMedian(); ok {
+			res.GPUTime = []float64{busy}
 		}
 		return res, err
 	case kindMPS, kindMPSMemory:

@@ -248,20 +248,32 @@ func (h *host) mpsShares(ctx context.Context, progs map[string]*program, ts []te
 		}
 		cs[i] = client{t, env}
 	}
+	line, err := newStartLine(h.work, len(ts))
+	if err != nil {
+		return nil, "", err
+	}
+	defer line.remove()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	seen := make(chan string, 1)
 	go func() {
-		select {
-		case <-ctx.Done():
-			seen <- ""
-		case <-time.After(time.Duration(secs / 2 * float64(time.Second))):
-			seen <- h.mpsClients()
-		}
+		note := ""
+		line.after(ctx, func() {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(secs / 2 * float64(time.Second))):
+				note = h.mpsClients()
+			}
+		})
+		seen <- note
 	}()
-	got, err := h.runTogether(ctx, progs, ts, secs, solo, func(i int) (*tenant, []string, func(int)) { return cs[i].t, cs[i].env, nil })
+	got, err := h.runTogether(ctx, progs, ts, secs, solo, line, func(i int) (*tenant, []string, func(int)) { return cs[i].t, cs[i].env, nil })
 	cancel()
-	return got, <-seen, err
+	note := <-seen
+	if n := line.note(); n != "" {
+		note = strings.TrimPrefix(note+"; "+n, "; ")
+	}
+	return got, note, err
 }
 
 // mpsClients: "nvml lists 2 MPS client processes", or "" where this NVML

@@ -46,7 +46,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.programsDir, "programs", "", "directory with torch_check.py, cupy_check.py and probe.cu (default: the copies built into this binary)")
 	fs.StringVar(&o.probe, "probe", "", `the CUDA C probe: a binary built from probe.cu, "off", or empty to build it here with nvcc`)
 	fs.StringVar(&o.out, "out", "", "also write the table to this file")
-	fs.DurationVar(&o.deadline, "deadline", 7*time.Minute, "total deadline; rows that no longer fit are reported as skipped")
+	fs.DurationVar(&o.deadline, "deadline", 7*time.Minute+30*time.Second, "total deadline; rows that no longer fit are reported as skipped")
 	fs.DurationVar(&o.timeout, "scenario-timeout", 60*time.Second, "timeout of one row; a row cut by it is reported as TIMEOUT")
 	fs.Float64Var(&o.secs, "seconds", 10, "how long each tenant of a share row runs; shares are measured over the second half")
 	fs.Uint64Var(&o.capMiB, "cap-mib", 8192, "memory cap of the memory rows")

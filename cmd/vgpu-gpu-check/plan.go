@@ -23,6 +23,13 @@ type tenantSpec struct {
 	Work    string // workload: pytorch, cupy, probe (long kernels), probe-elem (short elementwise kernels)
 	Cores   int    // percent of the GPU
 	Balance bool   // policy balance (lends idle capacity) instead of fixed
+	// Unlimited: no compute limit (Cores 0), as the solo rows run. Rows of
+	// unlimited tenants measure what the GPU itself gives tenants that run
+	// at once: on a time-sliced GPU a full one loses time to switching
+	// contexts (two unlimited matmul loops got 45.9 + 45.9% of their solo
+	// rate on an H200), which no limiter gives back, so rows whose targets
+	// fill the GPU are read beside them.
+	Unlimited bool
 }
 
 // row is one line of the table, planned before anything runs.
@@ -82,6 +89,11 @@ func budgets(program string) (context, memory time.Duration) {
 // mixedFactor: of -seconds, how long the mixed rows' tenants run (row.Secs).
 const mixedFactor = 1.6
 
+// unlimitedFactor: of -seconds, how long unlimited tenants run: no
+// controller has to settle, and their second half still spans many of the
+// GPU's time slices and utilization samples.
+const unlimitedFactor = 0.6
+
 // shareBudget: the tenants run secs; each start adds about a second beside
 // the first one's 4 s.
 func shareBudget(secs float64, tenants int) time.Duration {
@@ -122,9 +134,17 @@ func plan(o options) []row {
 			Budget: shareBudget(o.secs, len(ts)), Skip: skip})
 		return &rows[len(rows)-1]
 	}
-	longer := func(r *row) {
-		r.Secs = mixedFactor * o.secs
+	runFor := func(r *row, factor float64) {
+		r.Secs = factor * o.secs
 		r.Budget = shareBudget(r.Secs, len(r.Tenants))
+	}
+	longer := func(r *row) { runFor(r, mixedFactor) }
+	unlimited := func(group string, works ...string) {
+		ts := make([]tenantSpec, len(works))
+		for i, w := range works {
+			ts[i] = tenantSpec{Work: w, Unlimited: true}
+		}
+		runFor(share(group, ts...), unlimitedFactor)
 	}
 	mpsShare := func(group string, ts ...tenantSpec) {
 		share(group, ts...)
@@ -160,9 +180,11 @@ func plan(o options) []row {
 		case "pair":
 			share(g, fixed(w, 30, 60)...)
 			share(g, fixed(w, 50, 50)...)
+			unlimited(g, w, w)
 		case "mixed":
 			longer(share(g, tenantSpec{Work: "pytorch", Cores: 30}, tenantSpec{Work: "probe-elem", Cores: 60}))
 			longer(share(g, tenantSpec{Work: "pytorch", Cores: 50}, tenantSpec{Work: "probe-elem", Cores: 50}))
+			unlimited(g, "pytorch", "probe-elem")
 		case "triple":
 			share(g, fixed(w, 20, 30, 40)...)
 		case "balance":
@@ -182,8 +204,19 @@ func plan(o options) []row {
 }
 
 // shareName: "pytorch 30+60" when one workload runs every tenant, else
-// "pytorch 30 + probe-elem 60"; a balance tenant reads "balance 30".
+// "pytorch 30 + probe-elem 60"; a balance tenant reads "balance 30";
+// unlimited tenants "pytorch unlimited x2", "pytorch + probe-elem unlimited".
 func shareName(ts []tenantSpec) string {
+	if unlimitedAll(ts) {
+		works := make([]string, len(ts))
+		for i, t := range ts {
+			works[i] = t.Work
+		}
+		if len(slices.Compact(slices.Clone(works))) == 1 {
+			return fmt.Sprintf("%s unlimited x%d", ts[0].Work, len(ts))
+		}
+		return strings.Join(works, " + ") + " unlimited"
+	}
 	same := true
 	for _, t := range ts {
 		same = same && t.Work == ts[0].Work && !t.Balance
@@ -205,16 +238,29 @@ func shareName(ts []tenantSpec) string {
 	return strings.Join(parts, " + ")
 }
 
-// targets: "30+60".
+// targets: "30+60"; an unlimited tenant's reads "none".
 func targets(ts []tenantSpec) string {
 	s := make([]string, len(ts))
 	for i, t := range ts {
 		s[i] = fmt.Sprint(t.Cores)
-		if t.Balance {
+		switch {
+		case t.Unlimited:
+			s[i] = "none"
+		case t.Balance:
 			s[i] = "b" + s[i]
 		}
 	}
 	return strings.Join(s, "+")
+}
+
+// unlimitedAll: every tenant runs without a compute limit.
+func unlimitedAll(ts []tenantSpec) bool {
+	for _, t := range ts {
+		if !t.Unlimited {
+			return false
+		}
+	}
+	return len(ts) > 0
 }
 
 // planned sums the budgets of the rows that will run.

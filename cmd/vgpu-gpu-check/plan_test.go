@@ -41,8 +41,9 @@ func TestPlan(t *testing.T) {
 			"memory: probe/malloc", "memory: probe/cumemalloc", "memory: probe/managed", "memory: probe/async",
 			"memory: probe/pitch", "memory: probe/vmm",
 			"single: solo pytorch", "single: pytorch 10", "single: pytorch 30", "single: pytorch 50", "single: pytorch 70", "single: pytorch 90",
-			"pair: pytorch 30+60", "pair: pytorch 50+50",
+			"pair: pytorch 30+60", "pair: pytorch 50+50", "pair: pytorch unlimited x2",
 			"mixed: solo probe-elem", "mixed: pytorch 30 + probe-elem 60", "mixed: pytorch 50 + probe-elem 50",
+			"mixed: pytorch + probe-elem unlimited",
 			"triple: pytorch 20+30+40",
 			"balance: pytorch 50 + balance 30",
 			"mps: mps pytorch/default", "mps: mps pytorch 30+60", "mps: mps pytorch 50+50", "mps: mps pytorch 30 + probe-elem 60",
@@ -52,12 +53,13 @@ func TestPlan(t *testing.T) {
 			"mps: solo probe-elem [skip: probe is not in -use]",
 			"mps: mps pytorch 30 + probe-elem 60 [skip: probe is not in -use]"}},
 		{name: "a share group alone brings its solo row first", args: []string{"-only", "pair"}, want: []string{
-			"pair: solo pytorch", "pair: pytorch 30+60", "pair: pytorch 50+50"}},
+			"pair: solo pytorch", "pair: pytorch 30+60", "pair: pytorch 50+50", "pair: pytorch unlimited x2"}},
 		{name: "different programs need both: a program left out of -use skips the row", args: []string{"-only", "mixed", "-use", "pytorch"}, want: []string{
 			"mixed: solo pytorch",
 			"mixed: solo probe-elem [skip: probe is not in -use]",
 			"mixed: pytorch 30 + probe-elem 60 [skip: probe is not in -use]",
-			"mixed: pytorch 50 + probe-elem 50 [skip: probe is not in -use]"}},
+			"mixed: pytorch 50 + probe-elem 50 [skip: probe is not in -use]",
+			"mixed: pytorch + probe-elem unlimited [skip: probe is not in -use]"}},
 		{name: "another share program", args: []string{"-only", "triple,balance", "-share-program", "cupy", "-use", "cupy"}, want: []string{
 			"triple: solo cupy", "triple: cupy 20+30+40", "balance: cupy 50 + balance 30"}},
 		{name: "memory rows of the programs in -use only", args: []string{"-only", "memory", "-use", "cupy"}, want: []string{"memory: cupy/default"}},
@@ -70,7 +72,7 @@ func TestPlan(t *testing.T) {
 	}
 }
 
-// The default run must fit the 7-minute deadline on an H100 with room for
+// The default run must fit the 7.5-minute deadline on an H100 with room for
 // building the probe and finding the programs (run.sh: nvcc ~20 s, imports
 // ~10 s); the README gives the budget per row.
 func TestDefaultPlanFitsTheDeadline(t *testing.T) {
@@ -91,6 +93,8 @@ func TestShareName(t *testing.T) {
 		{"two workloads", []tenantSpec{{Work: "pytorch", Cores: 30}, {Work: "probe-elem", Cores: 60}}, "pytorch 30 + probe-elem 60"},
 		{"balance beside the same workload", []tenantSpec{{Work: "pytorch", Cores: 50}, {Work: "pytorch", Cores: 30, Balance: true}}, "pytorch 50 + balance 30"},
 		{"balance of another workload", []tenantSpec{{Work: "pytorch", Cores: 50}, {Work: "probe", Cores: 30, Balance: true}}, "pytorch 50 + probe balance 30"},
+		{"unlimited, one workload", []tenantSpec{{Work: "pytorch", Unlimited: true}, {Work: "pytorch", Unlimited: true}}, "pytorch unlimited x2"},
+		{"unlimited, two workloads", []tenantSpec{{Work: "pytorch", Unlimited: true}, {Work: "probe-elem", Unlimited: true}}, "pytorch + probe-elem unlimited"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := shareName(tc.ts); got != tc.want {
@@ -102,12 +106,14 @@ func TestShareName(t *testing.T) {
 
 func TestRenderPlan(t *testing.T) {
 	got := renderPlan(plan(mustOptions(t, "-only", "pair,mixed", "-use", "pytorch")), 6*time.Minute)
-	// solo 10+4+1, two pairs 10+4+2 each = 47 s; the probe's rows skipped
+	// solo 10+4+1, two pairs 10+4+2 each, the unlimited pair 6+4+2 = 59 s;
+	// the probe's rows skipped
 	for _, want := range []string{
 		"pair     solo pytorch                          15s\n",
 		"pair     pytorch 30+60                         16s\n",
+		"pair     pytorch unlimited x2                  12s\n",
 		"mixed    solo probe-elem                         -  probe is not in -use\n",
-		"# 6 rows planned at 47s on an H100, inside -deadline 6m0s with 5m13s to spare",
+		"# 8 rows planned at 59s on an H100, inside -deadline 6m0s with 5m1s to spare",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("plan lacks %q:\n%s", want, got)
@@ -115,26 +121,34 @@ func TestRenderPlan(t *testing.T) {
 	}
 }
 
-// The mixed rows run mixedFactor × -seconds (row.Secs), and are planned so.
-func TestMixedRowsRunLonger(t *testing.T) {
+// The mixed rows run mixedFactor × -seconds (row.Secs), the unlimited rows
+// unlimitedFactor ×, and are planned so; the others run -seconds.
+func TestRowsRunFor(t *testing.T) {
 	o, err := parseOptions([]string{"-only", "mixed,pair", "-seconds", "10"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	n := map[float64]int{}
 	for _, r := range plan(o) {
+		want := 0.0
 		switch {
 		case r.Kind != kindShare:
+			continue
+		case unlimitedAll(r.Tenants):
+			want = 6
 		case r.Group == "mixed":
-			n++
-			if r.Secs != 16 || r.Budget != shareBudget(16, len(r.Tenants)) {
-				t.Errorf("%s: runs %g s, planned %v; want 16 s, %v", r.Name, r.Secs, r.Budget, shareBudget(16, len(r.Tenants)))
-			}
-		case r.Secs != 0:
-			t.Errorf("%s: runs %g s, want -seconds (0)", r.Name, r.Secs)
+			want = 16
+		}
+		n[want]++
+		budget := shareBudget(10, len(r.Tenants))
+		if want > 0 {
+			budget = shareBudget(want, len(r.Tenants))
+		}
+		if r.Secs != want || r.Budget != budget {
+			t.Errorf("%s: runs %g s, planned %v; want %g s (0: -seconds), %v", r.Name, r.Secs, r.Budget, want, budget)
 		}
 	}
-	if n != 2 {
-		t.Errorf("%d mixed share rows, want 2", n)
+	if d := cmp.Diff(map[float64]int{0: 2, 16: 2, 6: 2}, n); d != "" {
+		t.Errorf("share rows by how long they run (-want +got):\n%s", d)
 	}
 }

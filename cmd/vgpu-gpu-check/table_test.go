@@ -79,8 +79,15 @@ func TestFooter(t *testing.T) {
 				{row: row{Group: "single", Kind: kindShare}, result: result{Status: statusTimeout}},
 				{row: row{Group: "pair", Kind: kindShare}, result: result{Status: statusOK, AbsErr: []float64{9, 9}}},
 			},
-			want: []string{"mean absolute error 2.00 points over 2 rows"},
-			not:  []string{"contextMiB"}},
+			want: []string{"mean absolute error 2.00 points over 2 rows (goal <= 2)\n"},
+			not:  []string{"contextMiB", "GPU time"}},
+		{name: "beside the rates, the GPU time the device's busy figure gave a lone tenant", // (|12-10| + |29-30|)/2 = 1.50
+			outs: []outcome{
+				{row: row{Group: "single", Kind: kindShare, Tenants: []tenantSpec{{Cores: 10}}}, result: result{Status: statusOK, AbsErr: []float64{2.5}, GPUTime: []float64{12}}},
+				{row: row{Group: "single", Kind: kindShare, Tenants: []tenantSpec{{Cores: 30}}}, result: result{Status: statusMiss, AbsErr: []float64{5.9}, GPUTime: []float64{29}}},
+				{row: row{Group: "single", Kind: kindShare, Tenants: []tenantSpec{{Cores: 50}}}, result: result{Status: statusMiss, AbsErr: []float64{9.9}}},
+			},
+			want: []string{"mean absolute error 6.10 points over 3 rows (goal <= 2); in GPU time (the device's busy figure) 1.50 over 2\n"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := footer(tc.outs, "GPU", time.Second)

@@ -1,5 +1,6 @@
 # CuPy tenant of vgpu-gpu-check; the same modes as torch_check.py (mem has one path: default).
 import json
+import os
 import sys
 import time
 
@@ -8,6 +9,16 @@ import cupy
 
 def out(**kw):
     print(json.dumps(kw), flush=True)
+
+
+def start_line():  # as torch_check.py's
+    ready, start = os.environ.get("VGPU_CHECK_READY"), os.environ.get("VGPU_CHECK_START")
+    if not ready or not start:
+        return
+    open(ready, "w").close()
+    t = time.time()
+    while not os.path.exists(start) and time.time() - t < 120:
+        time.sleep(0.005)
 
 
 mode = sys.argv[1]
@@ -34,6 +45,7 @@ elif mode == "burn":
     a = cupy.random.rand(n, n, dtype=cupy.float32)
     b = cupy.random.rand(n, n, dtype=cupy.float32)
     cupy.cuda.Device().synchronize()
+    start_line()
     t0, half, it = time.time(), None, 0
     while time.time() - t0 < secs:
         for _ in range(4):

@@ -8,17 +8,30 @@
 //                                vmm (cuMemCreate + cuMemAddressReserve + cuMemMap)
 //   burn SECS                    long kernels (132 blocks spinning ~1 ms), {"rate":kernels/s over the second half}
 //   elem SECS                    short elementwise kernels (1M floats, 4096 blocks), {"rate":kernels/s, second half}
+// burn and elem wait, set up, at the check's start line (VGPU_CHECK_READY, VGPU_CHECK_START): the
+// tenants of a row run their SECS together.
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static double now(void) {
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+// start_line says this tenant is ready and waits (at most 120 s) for the row's start
+static void start_line(void) {
+	const char *ready = getenv("VGPU_CHECK_READY"), *start = getenv("VGPU_CHECK_START");
+	if (!ready || !start) return;
+	int fd = open(ready, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd >= 0) close(fd);
+	for (double t = now(); access(start, F_OK) != 0 && now() - t < 120;) usleep(5000);
 }
 
 __global__ void spin(long long cycles) {
@@ -107,7 +120,7 @@ int main(int argc, char **argv) {
 		return 0;
 	}
 	if (argc < 3) return 2;
-	double secs = atof(argv[2]), t0 = now(), th = 0;
+	double secs = atof(argv[2]), th = 0;
 	long it = 0, ih = 0;
 	int elem = !strcmp(argv[1], "elem");
 	const int n = 1 << 20;
@@ -116,6 +129,8 @@ int main(int argc, char **argv) {
 		fprintf(stderr, "probe: cudaMalloc of the elem buffers failed\n");
 		return 1;
 	}
+	start_line();
+	double t0 = now();
 	while (now() - t0 < secs) {
 		int batch = elem ? 64 : 8;
 		for (int i = 0; i < batch; i++) {

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 W = os.environ["FAKE_WORKLOAD"]
 
@@ -24,6 +25,16 @@ def out(**kw):
     print(json.dumps(kw), flush=True)
 
 
+def start_line():  # as the real programs' (the workload sets up in no time)
+    ready, start = os.environ.get("VGPU_CHECK_READY"), os.environ.get("VGPU_CHECK_START")
+    if not ready or not start:
+        return
+    open(ready, "w").close()
+    t = time.time()
+    while not os.path.exists(start) and time.time() - t < 120:
+        time.sleep(0.005)
+
+
 mode = sys.argv[1]
 if mode == "version":
     out(version="fake")
@@ -32,6 +43,9 @@ elif mode == "mem":
     out(allocated_mib=r["allocated_bytes"] >> 20, refused=r["alloc_error"] == 2)
 elif mode in ("burn", "elem"):
     shape = ["--grid", "200", "--block", "256"] if mode == "burn" else ["--grid", "2000", "--block", "32"]
+    if mode == "burn":  # PyTorch's import and setup take seconds, the probe's under one
+        time.sleep(float(os.environ.get("FAKE_IMPORT_SECS", "0")))
+    start_line()
     r = workload("--seconds", sys.argv[2], *shape)
     # over the second half, as the real programs measure (the limiter has settled by then)
     out(rate=r["half_launches"] / max(r["half_seconds"], 1e-9), util_share=r["util_share"])
