@@ -66,17 +66,18 @@ func (s *devSampler) read() {
 	}
 }
 
-// busyMedian is the device's median utilization, percent; ok is false
-// without readings.
-func (s *devSampler) busyMedian() (float64, bool) {
+// busyMean is the device's mean utilization, percent: its GPU time (a
+// lone tenant at 90% on 200 ms samples alternates between busy windows and
+// a few at 70%; their median read 100); ok is false without readings.
+func (s *devSampler) busyMean() (float64, bool) {
 	if s == nil || len(s.busy) == 0 {
 		return 0, false
 	}
-	return median(s.busy), true
+	return mean(s.busy), true
 }
 
-// summary: "device 98% busy, SM 1473 MHz, 693 W (medians of 10 reads)",
-// with what the driver gave; "" without any reading.
+// summary: "device 98% busy (mean), SM 1473 MHz, 693 W (medians) of 10
+// reads", with what the driver gave; "" without any reading.
 func (s *devSampler) summary() string {
 	if s == nil {
 		return ""
@@ -84,7 +85,7 @@ func (s *devSampler) summary() string {
 	var parts []string
 	n := 0
 	if len(s.busy) > 0 {
-		parts = append(parts, fmt.Sprintf("device %.0f%% busy", median(s.busy)))
+		parts = append(parts, fmt.Sprintf("device %.0f%% busy (mean)", mean(s.busy)))
 		n = len(s.busy)
 	}
 	if len(s.mhz) > 0 {
@@ -98,7 +99,11 @@ func (s *devSampler) summary() string {
 	if len(parts) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s (medians of %d reads)", strings.Join(parts, ", "), n)
+	med := ""
+	if len(s.mhz)+len(s.watts) > 0 {
+		med = " (medians)"
+	}
+	return fmt.Sprintf("%s%s of %d reads", strings.Join(parts, ", "), med, n)
 }
 
 func median(v []float64) float64 {

@@ -8,7 +8,7 @@ import (
 )
 
 func TestDevSampler(t *testing.T) {
-	busy := []uint32{97, 100, 99, 98}
+	busy := []uint32{97, 100, 99, 98} // mean 98.5
 	dev := &mock.Device{
 		GetUtilizationRatesFunc: func() (nvml.Utilization, nvml.Return) {
 			u := busy[0]
@@ -29,8 +29,8 @@ func TestDevSampler(t *testing.T) {
 		want         string
 		wantBusy     float64
 	}{
-		{name: "every reading", clock: true, power: true, want: "device 98% busy, SM 1473 MHz, 693 W (medians of 4 reads)", wantBusy: 98.5},
-		{name: "a driver without the clock and power calls: never called", want: "device 98% busy (medians of 4 reads)", wantBusy: 98.5},
+		{name: "every reading", clock: true, power: true, want: "device 98% busy (mean), SM 1473 MHz, 693 W (medians) of 4 reads", wantBusy: 98.5},
+		{name: "a driver without the clock and power calls: never called", want: "device 98% busy (mean) of 4 reads", wantBusy: 98.5},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -45,8 +45,8 @@ func TestDevSampler(t *testing.T) {
 			if got := s.summary(); got != tc.want {
 				t.Errorf("summary = %q, want %q", got, tc.want)
 			}
-			if b, ok := s.busyMedian(); !ok || b != tc.wantBusy {
-				t.Errorf("busyMedian = %v, %v; want %v", b, ok, tc.wantBusy)
+			if b, ok := s.busyMean(); !ok || b != tc.wantBusy {
+				t.Errorf("busyMean = %v, %v; want %v", b, ok, tc.wantBusy)
 			}
 		})
 	}
@@ -54,7 +54,7 @@ func TestDevSampler(t *testing.T) {
 	if got := none.summary(); got != "" {
 		t.Errorf("a row that never sampled: summary %q, want none", got)
 	}
-	if _, ok := (&devSampler{}).busyMedian(); ok {
-		t.Error("busyMedian without readings: ok")
+	if _, ok := (&devSampler{}).busyMean(); ok {
+		t.Error("busyMean without readings: ok")
 	}
 }

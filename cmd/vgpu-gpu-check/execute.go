@@ -31,7 +31,7 @@ type result struct {
 	Note             string
 	ContextMiB       uint64    // context rows
 	AbsErr           []float64 // share rows with fixed tenants: |achieved - target| per tenant
-	// GPUTime: share rows, the device's median busy percent over the
+	// GPUTime: share rows, the device's mean busy percent over the
 	// second half (devSampler; empty without readings): a lone tenant's
 	// GPU time, what the limiter holds
 	GPUTime []float64

@@ -228,7 +228,7 @@ func (c *check) run(ctx context.Context, r row) (result, error) {
 		if note != "" {
 			res.Note += "; " + note
 		}
-		if busy, ok := dev.busyMedian(); ok {
+		if busy, ok := dev.busyMean(); ok {
 			res.GPUTime = []float64{busy}
 		}
 		return res, err

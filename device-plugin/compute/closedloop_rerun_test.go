@@ -107,3 +107,17 @@ func stretched(t *testing.T, specs []tenantSpec, stop time.Duration) ([]tenantSp
 	}
 	return out, time.Duration(float64(stop) * f)
 }
+
+// TestClosedLoopPowerCappedClocks reruns the single tenant and a pair on a
+// card whose clocks rise below full load (FAKEGPU_BOOST): an H200 capped at
+// 700 W ran SM 1473 MHz solo at full load and 1980 MHz with one tenant held
+// to 10-50% of its time, so a kernel's GPU time, and each tenant's cost per
+// unit, moves with the device's load. The shares here are GPU time, what
+// the controller holds: they must not move with the clock (the tenants' rates
+// do: on the H200, 12.5 / 35.9 / 59.9 / 81.9 / 94.1 of the solo rate for 10
+// to 90, at 11 / 30 / 49 / 71 / 90 of its time; the rehearsal's fake with
+// FAKEGPU_BOOST=0.2 read 12.0 / 36.0 / 60.0 / 80.8 / 95.5).
+func TestClosedLoopPowerCappedClocks(t *testing.T) {
+	rerun(t, "FAKEGPU_BOOST", []string{"FAKEGPU_BOOST=0.2"},
+		`TestClosedLoopSingleTenant|TestClosedLoopShares/^pair_30\+60$`, 2, "with power-capped clocks", "")
+}

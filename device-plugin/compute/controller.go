@@ -41,7 +41,8 @@ type TenantInput struct {
 type Input struct {
 	BusyNs   float64 // GPU-wide busy time measured over the period (NVML device utilization)
 	PeriodNs float64
-	NowNs    uint64 // CLOCK_MONOTONIC, stamped into the allowances
+	ClockMHz float64 // the SM clock's mean over the period (0: not read; ClockSource)
+	NowNs    uint64  // CLOCK_MONOTONIC, stamped into the allowances
 	// LagNs: how long before NowNs the period ended (device samples arrive
 	// late); the loop's dead time.
 	LagNs float64
@@ -248,7 +249,7 @@ func (g *GPU) Step(in Input) []Decision {
 	end := float64(in.NowNs) - in.LagNs
 	clean := g.ex.clean(end-P, end)
 	if !in.Partial {
-		g.est.add(in.BusyNs, P, units, steady, clean, g.ex.phaseAt(end))
+		g.est.add(in.BusyNs, P, units, steady, clean, g.ex.phaseAt(end), in.ClockMHz)
 	}
 	k := g.est.fit(keys)
 	if in.Unshared {

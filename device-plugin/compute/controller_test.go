@@ -64,16 +64,16 @@ func TestEstimatorSoloCost(t *testing.T) {
 	e := newEstimator(window)
 	// a alone (three windows): 40 ms busy for 1000 units -> 40 µs/unit
 	for range minSolo + 1 { // the first solo window only opens the run
-		e.add(40e6, 100e6, map[string]float64{"a": 1000}, map[string]bool{"a": true}, true, 0)
+		e.add(40e6, 100e6, map[string]float64{"a": 1000}, map[string]bool{"a": true}, true, 0, 0)
 	}
 	// both: 60 ms busy; a's 500 units explain 20 ms, b's 4000 units the other 40 -> 10 µs/unit
-	e.add(60e6, 100e6, map[string]float64{"a": 500, "b": 4000}, nil, true, 0)
+	e.add(60e6, 100e6, map[string]float64{"a": 500, "b": 4000}, nil, true, 0, 0)
 	k := e.fit([]string{"a", "b"})
 	if math.Abs(k["a"]-40e3) > 1e-6 || math.Abs(k["b"]-10e3) > 1e-6 {
 		t.Errorf("costs %v, want a 40000 (alone), b 10000 (the rest)", k)
 	}
 	// a saturated window says nothing about the ratio of costs
-	e.add(100e6, 100e6, map[string]float64{"b": 1}, nil, true, 0)
+	e.add(100e6, 100e6, map[string]float64{"b": 1}, nil, true, 0, 0)
 	if k := e.fit([]string{"a", "b"}); math.Abs(k["b"]-10e3) > 1e-6 {
 		t.Errorf("b's cost moved to %v on a saturated window", k["b"])
 	}
@@ -85,9 +85,9 @@ func TestEstimatorLevel(t *testing.T) {
 	// work: 40 ms of it queues and runs in the next window, beside 10 ms of
 	// new launches. That window alone reads 50 µs per unit; all together
 	// are exact.
-	e.add(50e6, 100e6, map[string]float64{"a": 5000}, nil, true, 0)
-	e.add(100e6, 100e6, map[string]float64{"a": 14000}, nil, true, 0)
-	e.add(50e6, 100e6, map[string]float64{"a": 1000}, nil, true, 0)
+	e.add(50e6, 100e6, map[string]float64{"a": 5000}, nil, true, 0, 0)
+	e.add(100e6, 100e6, map[string]float64{"a": 14000}, nil, true, 0, 0)
+	e.add(50e6, 100e6, map[string]float64{"a": 1000}, nil, true, 0, 0)
 	k := e.fit([]string{"a"})["a"]
 	if got := k * e.level(); math.Abs(got-10e3) > 1e-6 {
 		t.Errorf("cost %v at level %v = %v, want 10000", k, e.level(), got)
@@ -188,14 +188,14 @@ func TestEstimatorForget(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEstimator(window)
 			for range 5 { // x alone at 80%
-				e.add(80e6, 100e6, map[string]float64{"x": 640000}, nil, true, 0)
+				e.add(80e6, 100e6, map[string]float64{"x": 640000}, nil, true, 0, 0)
 			}
 			for range 5 { // x 40%, a 30%: 70% busy
-				e.add(70e6, 100e6, map[string]float64{"x": 320000, "a": 240000}, nil, true, 0)
+				e.add(70e6, 100e6, map[string]float64{"x": 320000, "a": 240000}, nil, true, 0, 0)
 			}
 			e.forget("x", tt.k)
 			for range 2 { // a alone, 30%
-				e.add(30e6, 100e6, map[string]float64{"a": 240000}, nil, true, 0)
+				e.add(30e6, 100e6, map[string]float64{"a": 240000}, nil, true, 0, 0)
 			}
 			got := e.fit([]string{"a"})["a"] * e.level()
 			if math.Abs(got-tt.want) > 0.5 {

@@ -38,7 +38,8 @@ type observation struct {
 	// clean: the window lies within one phase of the excitation (or none
 	// ran): the regression's rows (regress)
 	clean bool
-	phase uint64 // where clean: the excitation's phase it lies in (when its targets were set)
+	phase uint64  // where clean: the excitation's phase it lies in (when its targets were set)
+	clock float64 // the SM clock's mean over it, MHz (0: not read)
 }
 
 const (
@@ -57,8 +58,8 @@ func newEstimator(window int) *estimator {
 // add records a window. steady are the tenants that have been held to a rate
 // long enough for a solo window of theirs to say what their work costs (not
 // in start-up, where launches come in bursts).
-func (e *estimator) add(busy, period float64, units map[string]float64, steady map[string]bool, clean bool, phase uint64) {
-	o := observation{busy: busy, period: period, saturated: busy >= saturatedAt*period, units: units, clean: clean, phase: phase}
+func (e *estimator) add(busy, period float64, units map[string]float64, steady map[string]bool, clean bool, phase uint64, clock float64) {
+	o := observation{busy: busy, period: period, saturated: busy >= saturatedAt*period, units: units, clean: clean, phase: phase, clock: clock}
 	for key, u := range units {
 		if u > 0 {
 			o.steady = steady[key]

@@ -52,7 +52,7 @@ func TestEstimatorStartsOnly(t *testing.T) {
 func TestEstimatorForgetClearsSteady(t *testing.T) {
 	e := newEstimator(window)
 	for range minSettled {
-		e.add(0.9*200e6, 200e6, map[string]float64{"x": 1.44e6}, map[string]bool{"x": true}, true, 0)
+		e.add(0.9*200e6, 200e6, map[string]float64{"x": 1.44e6}, map[string]bool{"x": true}, true, 0, 0)
 	}
 	if !e.settled() {
 		t.Fatal("x's steady windows did not settle the estimate")

@@ -27,6 +27,7 @@ type ProcessSource interface {
 // to cover them (device samples arrive late).
 type gpuSamples struct {
 	windows []Window
+	clocks  []clockReading // the SM clock at each poll, the last seconds
 	pending []ProcessSample
 	// unowned pids seen in the previous batch: a pid no tenant owns counts
 	// as foreign load from its second batch in a row on. A process of a
@@ -231,4 +232,39 @@ func sampled(m *Measurement) float64 {
 		sum += t.BusyNs
 	}
 	return sum
+}
+
+// clockReading is the SM clock read at a poll.
+type clockReading struct {
+	at  uint64 // ns, the Runner's clock
+	mhz float64
+}
+
+// clockKeep: how long clock readings are kept (windows are seen up to a
+// few hundred ms late).
+const clockKeep = 3 * time.Second
+
+func (g *gpuSamples) addClock(at uint64, mhz float64) {
+	g.clocks = append(g.clocks, clockReading{at: at, mhz: mhz})
+	i := 0
+	for i < len(g.clocks) && g.clocks[i].at+uint64(clockKeep) < at {
+		i++
+	}
+	g.clocks = g.clocks[i:]
+}
+
+// clockOver is the mean SM clock read within [start, end] (0: none read).
+func (g *gpuSamples) clockOver(start, end uint64) float64 {
+	var sum float64
+	n := 0
+	for _, c := range g.clocks {
+		if c.at >= start && c.at <= end {
+			sum += c.mhz
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
 }

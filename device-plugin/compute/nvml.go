@@ -14,7 +14,10 @@ import (
 // utilization samples (nvmlDeviceGetProcessUtilization, about one per
 // process a second, keyed by host pids) for the calibration.
 type NVMLSource struct {
-	Lib     nvml.Interface // initialized
+	Lib nvml.Interface // initialized
+	// clock: whether the driver has nvmlDeviceGetClockInfo (0: not looked
+	// up yet, 1 yes, -1 no); a call to a function it lacks ends the process
+	clock   int
 	handles map[string]nvml.Device
 	last    map[string]uint64 // newest sample timestamp seen, µs
 	procs   map[string]*procCursor
@@ -31,6 +34,7 @@ type procCursor struct {
 var (
 	_ Source        = (*NVMLSource)(nil)
 	_ ProcessSource = (*NVMLSource)(nil)
+	_ ClockSource   = (*NVMLSource)(nil)
 )
 
 // procSpanUs is the longest window a per-process sample covers (a real
@@ -55,6 +59,28 @@ func (s *NVMLSource) handle(uuid string) (nvml.Device, error) {
 	}
 	s.handles[uuid] = d
 	return d, nil
+}
+
+// ClockMHz is the GPU's SM clock now (ClockSource).
+func (s *NVMLSource) ClockMHz(uuid string) (float64, bool) {
+	if s.clock == 0 {
+		s.clock = -1
+		if s.Lib.Extensions().LookupSymbol("nvmlDeviceGetClockInfo") == nil {
+			s.clock = 1
+		}
+	}
+	if s.clock < 0 {
+		return 0, false
+	}
+	h, err := s.handle(uuid)
+	if err != nil {
+		return 0, false
+	}
+	mhz, ret := h.GetClockInfo(nvml.CLOCK_SM)
+	if ret != nvml.SUCCESS || mhz == 0 {
+		return 0, false
+	}
+	return float64(mhz), true
 }
 
 // ProcessUtilization is h.GetProcessUtilization, which go-nvml (v0.13)

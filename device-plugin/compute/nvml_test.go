@@ -1,6 +1,7 @@
 package compute
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -62,5 +63,70 @@ func TestProcessUtilizationLostRace(t *testing.T) {
 	got, ret := ProcessUtilization(dev, 0)
 	if got != nil || ret != nvml.ERROR_INSUFFICIENT_SIZE {
 		t.Errorf("ProcessUtilization = %v, %v; want nothing, INSUFFICIENT_SIZE", got, ret)
+	}
+}
+
+// The SM clock where the driver has the call; a driver without it is never
+// called (the call would end the process), and reads no clock.
+func TestNVMLSourceClock(t *testing.T) {
+	dev := &mock.Device{GetClockInfoFunc: func(c nvml.ClockType) (uint32, nvml.Return) {
+		if c != nvml.CLOCK_SM {
+			t.Errorf("clock %v read, want the SM clock", c)
+		}
+		return 1473, nvml.SUCCESS
+	}}
+	for _, tt := range []struct {
+		name    string
+		missing bool
+		want    float64
+		wantOK  bool
+	}{
+		{name: "a driver with nvmlDeviceGetClockInfo", want: 1473, wantOK: true},
+		{name: "a driver without it", missing: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ext := &mock.ExtendedInterface{LookupSymbolFunc: func(s string) error {
+				if tt.missing {
+					return errors.New("undefined symbol: " + s)
+				}
+				return nil
+			}}
+			lib := &mock.Interface{
+				DeviceGetHandleByUUIDFunc: func(string) (nvml.Device, nvml.Return) { return dev, nvml.SUCCESS },
+				ExtensionsFunc:            func() nvml.ExtendedInterface { return ext },
+			}
+			s := &NVMLSource{Lib: lib}
+			for range 2 {
+				got, ok := s.ClockMHz("GPU-x")
+				if got != tt.want || ok != tt.wantOK {
+					t.Errorf("ClockMHz = %v, %v; want %v, %v", got, ok, tt.want, tt.wantOK)
+				}
+			}
+			if n := len(ext.LookupSymbolCalls()); n != 1 {
+				t.Errorf("the symbol looked up %d times, want once", n)
+			}
+		})
+	}
+}
+
+// clockOver is the mean of the clock readings within a window; old ones go.
+func TestClockOver(t *testing.T) {
+	var g gpuSamples
+	ms := uint64(time.Millisecond)
+	for i, mhz := range []float64{1980, 1980, 1473, 1473, 1500} {
+		g.addClock(uint64(i)*100*ms, mhz)
+	}
+	if got := g.clockOver(150*ms, 350*ms); got != 1473 {
+		t.Errorf("clockOver(150, 350 ms) = %v, want 1473", got)
+	}
+	if got := g.clockOver(0, 100*ms); got != 1980 {
+		t.Errorf("clockOver(0, 100 ms) = %v, want 1980", got)
+	}
+	if got := g.clockOver(600*ms, 700*ms); got != 0 {
+		t.Errorf("clockOver with no reading = %v, want 0", got)
+	}
+	g.addClock(5*uint64(time.Second), 1600)
+	if len(g.clocks) != 1 {
+		t.Errorf("%d readings kept after 5 s, want the newest only (clockKeep)", len(g.clocks))
 	}
 }

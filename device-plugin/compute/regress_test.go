@@ -232,3 +232,36 @@ func TestInvert(t *testing.T) {
 		t.Error("zeros inverted")
 	}
 }
+
+// atMeanClock takes every row's busy time at the rows' mean clock, and
+// leaves the rows as they are where any lacks a clock reading.
+func TestAtMeanClock(t *testing.T) {
+	tests := []struct {
+		name   string
+		clocks []float64
+		busy   []float64
+		want   []float64
+	}{
+		{name: "a window at 1.2 times the clock did 1.2 times the work per busy ns", clocks: []float64{1500, 1800}, busy: []float64{100, 50},
+			want: []float64{100 * 1500 / 1650.0, 50 * 1800 / 1650.0}},
+		{name: "one clock throughout: as seen", clocks: []float64{1473, 1473}, busy: []float64{100, 50}, want: []float64{100, 50}},
+		{name: "a window without a clock reading: all as seen", clocks: []float64{1500, 0}, busy: []float64{100, 50}, want: []float64{100, 50}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rows := make([]observation, len(tt.busy))
+			for i := range rows {
+				rows[i] = observation{busy: tt.busy[i], clock: tt.clocks[i]}
+			}
+			got := atMeanClock(rows)
+			for i := range got {
+				if math.Abs(got[i].busy-tt.want[i]) > 1e-9 {
+					t.Errorf("row %d: busy %.4f, want %.4f", i, got[i].busy, tt.want[i])
+				}
+				if rows[i].busy != tt.busy[i] {
+					t.Errorf("row %d of the estimator's own rows changed: %.4f", i, rows[i].busy)
+				}
+			}
+		})
+	}
+}

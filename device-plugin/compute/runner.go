@@ -26,6 +26,16 @@ type Source interface {
 	Busy(uuid string, mono uint64, wall time.Time) (w Window, ok bool, err error)
 }
 
+// ClockSource is a Source that also reads a GPU's SM clock now (MHz; ok is
+// false where the driver does not say). A power-capped card clocks lower
+// under full load (an H200: 1473 MHz solo at full load, 1980 MHz with one
+// tenant at 10-50%), and a kernel's GPU time moves with it: the fit of
+// different programs' costs takes each window's busy time at the clock of
+// its windows' mean (regress).
+type ClockSource interface {
+	ClockMHz(uuid string) (float64, bool)
+}
+
 // history is one container's launched counter over the last seconds, read at
 // every poll, so that the work of a sample window is read at its edges.
 type history struct {
@@ -249,6 +259,11 @@ func (r *Runner) Tick(ctx context.Context) {
 			gs = &gpuSamples{}
 			r.samples[uuid] = gs
 		}
+		if cs, ok := r.Source.(ClockSource); ok {
+			if mhz, ok := cs.ClockMHz(uuid); ok {
+				gs.addClock(now, mhz)
+			}
+		}
 		if r.Owners != nil && procs != nil {
 			ps, err := procs.Processes(uuid, now, wall)
 			if err != nil {
@@ -266,7 +281,7 @@ func (r *Runner) Tick(ctx context.Context) {
 			g = NewGPU()
 			r.gpus[uuid] = g
 		}
-		in := Input{BusyNs: busy, PeriodNs: period, NowNs: now, LagNs: float64(now - min(now, w.EndNs)),
+		in := Input{BusyNs: busy, PeriodNs: period, ClockMHz: gs.clockOver(w.StartNs, w.EndNs), NowNs: now, LagNs: float64(now - min(now, w.EndNs)),
 			Partial: w.StartNs < r.changed[uuid], Unshared: r.Owners == nil || procs == nil || gs.unshared()}
 		if r.Owners != nil {
 			// tenants with a usage report: one that never launched (no

@@ -10,8 +10,10 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/api"
 )
 
-// step is the tenant's launching thread and limiter at now.
-func (tn *simTenant) step(t *testing.T, now time.Duration) {
+// step is the tenant's launching thread and limiter at now; a kernel
+// launched now runs speed times as fast as at full load (power-capped
+// clocks: simGPU.speed).
+func (tn *simTenant) step(t *testing.T, now time.Duration, speed float64) {
 	if tn.rewind && tn.launched > 0 && now%time.Second < simStep {
 		tn.launched = 0 // the tampering tenant writes its report back to zero
 	}
@@ -29,7 +31,7 @@ func (tn *simTenant) step(t *testing.T, now time.Duration) {
 			break
 		}
 		tn.waiting = false
-		tn.queue = append(tn.queue, tn.prog.kernel)
+		tn.queue = append(tn.queue, time.Duration(float64(tn.prog.kernel)/speed))
 		tn.nextLaunch = now + tn.prog.hostGap
 	}
 	if tn.owned {

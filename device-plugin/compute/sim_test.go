@@ -50,6 +50,9 @@ type simTenant struct {
 	secs   float64
 	owned  bool // false: a process no tenant owns (no limiter, not listed)
 	rewind bool // rewinds its usage report every second
+	// setup: listed from start on, it launches only after this long (a
+	// program importing, loading data: PyTorch took 3-5 s in the GPU check)
+	setup time.Duration
 
 	pid        uint32
 	launched   uint64
@@ -87,6 +90,41 @@ type simGPU struct {
 	seed        uint64        // of the noise
 	delay       time.Duration // device samples arrive this late
 	window      time.Duration // a device sample averages this long before its stamp (0: see Busy)
+	// boost: power-capped clocks, as the fake driver's FAKEGPU_BOOST (an
+	// H200 ran SM 1473 MHz at full load, 1980 with one tenant at 10-50%):
+	// kernels launched run 1 + boost times as fast when the device was busy
+	// under simKnee of the last 100 ms, as at full load when busy all of it,
+	// linear between
+	boost     float64
+	clockSeen bool // the driver reports the SM clock (ClockSource)
+	speedAt   time.Duration
+	speedOf   float64
+}
+
+const simKnee = 0.6
+
+// simClockMHz: the SM clock at full load (speed 1); the GPU reports it
+// times speed (ClockSource) when clockSeen.
+const simClockMHz = 1500
+
+func (g *simGPU) ClockMHz(string) (float64, bool) {
+	if !g.clockSeen {
+		return 0, false
+	}
+	return simClockMHz * g.speed(), true
+}
+
+// speed is how fast kernels launched now run (boost), read every 10 ms.
+func (g *simGPU) speed() float64 {
+	if g.boost == 0 {
+		return 1
+	}
+	if g.speedOf == 0 || g.now-g.speedAt >= 10*time.Millisecond {
+		const window = 100 * time.Millisecond
+		u := float64(sumBuckets(g.busy, max(g.now-window, 0), g.now)) / float64(window)
+		g.speedAt, g.speedOf = g.now, 1+g.boost*min(max((1-u)/(1-simKnee), 0), 1)
+	}
+	return g.speedOf
 }
 
 const simStep = 10 * time.Microsecond
@@ -273,7 +311,7 @@ func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]floa
 	t.Helper()
 	dir := t.TempDir()
 	g := &simGPU{cur: -1, slice: opts.slice, switchCost: opts.switchCost, noise: opts.noise, seed: opts.seed, delay: opts.delay,
-		wholeDevice: opts.wholeDevice, window: opts.window}
+		wholeDevice: opts.wholeDevice, window: opts.window, boost: opts.boost, clockSeen: !opts.blindClock}
 	if g.slice == 0 {
 		g.slice = 2 * time.Millisecond
 	}
@@ -362,10 +400,10 @@ func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]floa
 			nextTick += r.Poll
 		}
 		for _, tn := range g.tenants {
-			if g.now < tn.start || g.now >= tn.start+secs(tn.secs) {
+			if g.now < tn.start+tn.setup || g.now >= tn.start+secs(tn.secs) {
 				continue
 			}
-			tn.step(t, g.now)
+			tn.step(t, g.now, g.speed())
 		}
 		g.run(simStep)
 	}
@@ -389,6 +427,8 @@ type simOptions struct {
 	delay             time.Duration
 	wholeDevice       bool          // per-process samples as an H200 gives them (simGPU.Processes)
 	window            time.Duration // a device sample's averaging window (0: Busy's default)
+	boost             float64       // power-capped clocks (simGPU.speed): kernels up to 1 + boost as fast below full load
+	blindClock        bool          // the driver does not report the SM clock
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

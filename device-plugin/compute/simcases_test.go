@@ -310,3 +310,41 @@ func TestSimNoiseSpread(t *testing.T) {
 		t.Logf("%.0f s runs, %d seeds: mean worst-tenant error %.2f, max %.2f, %d over 3 points", secs, n, sum/n, worst, miss)
 	}
 }
+
+// TestSimPowerCappedClocks: a card capped at full load clocks higher below
+// it (an H200: SM 1473 MHz solo at full load, 1980 MHz with one tenant at
+// 10-50%), and every kernel's GPU time moves with the device's load
+// (simOptions.boost: up to 1.2 times as fast below 60% busy, as the fake
+// driver's FAKEGPU_BOOST). The fit of different programs' costs read that
+// as noise: a cheap-per-unit program of short kernels at 30 beside an
+// expensive one of long kernels at 60 stayed on the pooled cost, its own
+// undetermined for seconds, and was starved (14.4 + 74.1 with samples 5 ms
+// late, 9.9 + 77.5 at 50 ms; the fake driver's rehearsal 5.5 + 86.8). The
+// fit now takes each window's busy time at the windows' mean SM clock
+// (ClockSource, atMeanClock).
+func TestSimPowerCappedClocks(t *testing.T) {
+	cheap := simProgram{units: 1600, kernel: 200 * time.Microsecond, depth: 100} // 125 ns per unit
+	dear := simProgram{units: 2000, kernel: 2 * time.Millisecond, depth: 10}     // 1000 ns per unit
+	tests := []struct {
+		name string
+		a, b simProgram
+		late time.Duration
+	}{
+		{name: "cheap 30 beside dear 60, samples 5 ms late", a: cheap, b: dear, late: 5 * time.Millisecond},
+		{name: "cheap 30 beside dear 60, samples 50 ms late", a: cheap, b: dear, late: 50 * time.Millisecond},
+		{name: "dear 30 beside cheap 60, samples 200 ms late", a: dear, b: cheap, late: 200 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			specs := stretch([]simTenant{simT("a", 30, tt.a), simT("b", 60, tt.b)}, 16.0/12)
+			got, obs := simulate(t, specs, simOptions{wholeDevice: true, switchCost: 40 * time.Microsecond, delay: tt.late,
+				window: 166667 * time.Microsecond, boost: 0.2})
+			t.Logf("simulated: %s (fitted %v)", simString(got), obs.Fitted)
+			for k, want := range map[string]float64{"a": 30, "b": 60} {
+				if d := got[k] - want; d > 3 || d < -3 {
+					t.Errorf("%s got %.1f, want %.0f ± 3", k, got[k], want)
+				}
+			}
+		})
+	}
+}

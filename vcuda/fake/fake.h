@@ -27,6 +27,12 @@
  *   FAKEGPU_PROC_NOISE   per-process samples are off by up to this many points (default 20)
  *   FAKEGPU_NVML_PID_OFFSET  NVML reports pid + offset, as a host sees a container's pids
  *                        (default 4000000: never a pid the process knows as its own)
+ *   FAKEGPU_BOOST        power-capped clocks (default 0: none): a kernel runs up to 1 + this times
+ *                        faster when the device was busy less of the last 100 ms, as a card capped
+ *                        at full load clocks higher below it (an H200: SM 1473 MHz solo at full load,
+ *                        1980 MHz with one tenant at 10-50%); full speed below FAKEGPU_BOOST_KNEE
+ *                        (percent busy, default 60), none at 100% busy, linear between
+ *   FAKEGPU_CLOCK_MHZ    the SM clock NVML reports at full load (default 1500), times the speed
  *   FAKEGPU_CONTEXT_MIB  device memory each context takes, as a real driver's does (default 0);
  *                        cuCtxSetLimit's stack (x 132 SMs x 2048 threads) and heap above the
  *                        defaults take memory too. A process gives back what its contexts hold
@@ -99,6 +105,7 @@ struct fk_dev {
 	struct fk_state *st;
 	uint64_t last_end; /* this process's last kernel end (atomic) */
 	int slot_pid, slot; /* cached pid slot, valid while slot_pid == getpid() */
+	uint64_t speed_at, speed_ppm; /* fk_speed's last reading: when, and the speed x 1e6 (atomic) */
 };
 
 struct fk_ctx {
@@ -126,6 +133,7 @@ struct fk_globals {
 	int slice_set;                /* FAKEGPU_SLICE_US is in the environment (0: slicing off) */
 	uint64_t launch_ns, memset_ns_per_mib, memcpy_ns_per_mib, sample_delay_ns, sample_window_ns;
 	unsigned nvml_pid_offset, proc_noise, proc_whole;
+	uint64_t boost_ppm, boost_knee_pct, clock_mhz; /* FAKEGPU_BOOST x 1e6, FAKEGPU_BOOST_KNEE, FAKEGPU_CLOCK_MHZ */
 	char dir[512];
 	struct vc_htab allocs;       /* device pointer / VMM handle -> (dev, size) */
 	uint64_t bump[FK_MAX_DEV];   /* next 64-bit device address (atomic) */
@@ -153,6 +161,7 @@ struct fk_state *fk_peek(const char *uuid);
 int fk_mem_take(int dev, uint64_t size);
 void fk_mem_give(int dev, uint64_t size);
 void fk_launch(int dev, uint64_t blocks);
+double fk_speed(int dev);
 void fk_enqueue(int dev, uint64_t dur);
 struct fk_pidslot *fk_pid_slot(struct fk_dev *d, int pid); /* the caller's slot, under the lock */
 /* fake_slice.c: time slicing, on when the state's slice_ns is set */

@@ -193,6 +193,13 @@ static void init_once(void)
 	fk.proc_whole = env_u64("FAKEGPU_PROC_WHOLE", 0) != 0;
 	fk.nvml_pid_offset = (unsigned)env_u64("FAKEGPU_NVML_PID_OFFSET", 4000000);
 	fk.context_bytes = env_u64("FAKEGPU_CONTEXT_MIB", 0) << 20;
+	const char *boost = getenv("FAKEGPU_BOOST");
+	double b = boost ? strtod(boost, NULL) : 0;
+	fk.boost_ppm = b > 0 && b < 10 ? (uint64_t)(b * 1e6) : 0;
+	fk.boost_knee_pct = env_u64("FAKEGPU_BOOST_KNEE", 60);
+	if (fk.boost_knee_pct >= 100)
+		fk.boost_knee_pct = 99;
+	fk.clock_mhz = env_u64("FAKEGPU_CLOCK_MHZ", 1500);
 	if (fk.proc_sample_ns == 0)
 		fk.proc_sample_ns = 1000000000ull;
 	if (fk.sample_ns == 0)
@@ -317,7 +324,35 @@ void fk_launch(int dev, uint64_t blocks)
 {
 	uint64_t ns = __atomic_load_n(&fk.ns_per_block, __ATOMIC_RELAXED);
 	uint64_t dur = blocks > UINT64_MAX / (ns ? ns : 1) ? UINT64_MAX / 2 : blocks * ns;
+	if (fk.boost_ppm)
+		dur = (uint64_t)((double)dur / fk_speed(dev));
 	fk_enqueue(dev, dur < fk.launch_ns ? fk.launch_ns : dur);
+}
+
+/* How fast kernels run now, as a power-capped card clocks (FAKEGPU_BOOST): 1 when the device
+ * was busy all of the last 100 ms, 1 + boost when busy less than the knee, linear between.
+ * A kernel's speed is set at its launch; read at most every 10 ms per process. */
+double fk_speed(int dev)
+{
+	if (!fk.boost_ppm)
+		return 1;
+	struct fk_dev *d = &fk.dev[dev];
+	const uint64_t window = 100000000ull, every = 10000000ull;
+	uint64_t now = fk_now(), at = __atomic_load_n(&d->speed_at, __ATOMIC_RELAXED);
+	uint64_t ppm = __atomic_load_n(&d->speed_ppm, __ATOMIC_RELAXED);
+	if (ppm && now - at < every)
+		return (double)ppm / 1e6;
+	struct fk_state *s = d->st;
+	fk_lock(s);
+	uint64_t busy = fk_busy_locked(s, -1, now) - fk_busy_locked(s, -1, now > window ? now - window : 0);
+	fk_unlock(s);
+	double u = (double)busy / (double)window, knee = (double)fk.boost_knee_pct / 100;
+	double x = (1 - u) / (1 - knee);
+	x = x < 0 ? 0 : x > 1 ? 1 : x;
+	double speed = 1 + (double)fk.boost_ppm / 1e6 * x;
+	__atomic_store_n(&d->speed_ppm, (uint64_t)(speed * 1e6), __ATOMIC_RELAXED);
+	__atomic_store_n(&d->speed_at, now, __ATOMIC_RELAXED);
+	return speed;
 }
 
 /* dur ns of GPU work on the device's timeline, after what is queued. */

@@ -123,6 +123,19 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t h, nvmlUtiliza
 	return NVML_SUCCESS;
 }
 
+/* The SM (and graphics) clock: FAKEGPU_CLOCK_MHZ at full load, times the speed power-capped
+ * clocks give kernels now (FAKEGPU_BOOST, fk_speed). */
+FK_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t h, nvmlClockType_t type, unsigned int *clock)
+{
+	DEV_OR_FAIL(i, h);
+	if (!clock)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (type != NVML_CLOCK_SM && type != NVML_CLOCK_GRAPHICS)
+		return NVML_ERROR_NOT_SUPPORTED;
+	*clock = (unsigned)((double)fk.clock_mhz * fk_speed(i) + 0.5);
+	return NVML_SUCCESS;
+}
+
 /* Device utilization samples: one per period P (FAKEGPU_SAMPLE_US) that ended after
  * last_seen_us (at most 32 back; only the newest when last_seen_us is 0), published
  * FAKEGPU_SAMPLE_DELAY_US after the period ends, each the busy time over the

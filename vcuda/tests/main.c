@@ -26,11 +26,11 @@ int t_harness_take_failure(char *why, size_t n);
 	X(context_larger_than_cap_refused) X(workload_tool_json)                          \
 	X(nvml_running_processes_host_pids) X(nvml_process_utilization_host_pids)     \
 	X(fake_models_the_gpu) X(fake_time_slices) X(mps_env_rules) X(mps_env_applied) X(mps_fake_speed)             \
-	X(mps_fake_client) X(mps_fake_pinned_limit)
+	X(mps_fake_client) X(mps_fake_pinned_limit) X(fake_power_capped_clocks)
 #define CHILDREN(X)                                                                           \
 	X(config_probe) X(mem_paths) X(mem_over_cap) X(mem_multi) X(mem_hold) X(mem_check)      \
 	X(mem_stress) X(routing) X(burn) X(ctx_paths) X(ctx_hold) X(nvml_procs) X(nvml_proc_util)  \
-	X(fake_model) X(slice_deep) X(slice_probe) X(mps_env) X(mps_client)
+	X(fake_model) X(slice_deep) X(slice_probe) X(mps_env) X(mps_client) X(clock_probe)
 
 #define DECL_CASE(n) void test_##n(void);
 #define DECL_CHILD(n) int child_##n(int argc, char **argv);

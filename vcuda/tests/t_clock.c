@@ -1,0 +1,97 @@
+/*
+ * t_clock.c - the fake driver's power-capped clocks (FAKEGPU_BOOST): a card capped at full load
+ * clocks higher below it (an H200: SM 1473 MHz solo at full load, 1980 MHz with one tenant held
+ * to 10-50% of its time), so a GPU-second does more work there, and a tenant held to its share
+ * of GPU time runs faster than that share of its solo rate (the H200's one-tenant rows: 35.9 for
+ * 30, 59.9 for 50). Checked in a child that runs unlimited under libvcuda.
+ */
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static double clock_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static uint64_t own_gpu_ns(const char *uuid)
+{
+	int pid = getpid();
+	uint64_t b = 0, t = 0;
+	CCHECK(fakegpu_busy_ns(uuid, &pid, 1, &b, &t) == 0, "fakegpu_busy_ns");
+	return b;
+}
+
+/* GPU time per 1 ms-at-full-load kernel, and the SM clock NVML reports, over the last 200 ms
+ * of 500 ms of launching: paced (a kernel, then idle gap_ms) or saturating (gap_ms < 0). */
+static void measure(const char *uuid, CUfunction f, nvmlDevice_t h, double gap_ms, double *per_kernel_ms,
+		    unsigned *mhz)
+{
+	double t0 = clock_s(), w0 = 0;
+	uint64_t b0 = 0, n = 0;
+	for (;;) {
+		double now = clock_s();
+		if (!w0 && now - t0 >= 0.3) { /* what is queued then ran at the speed of its launch */
+			CCHECK(cuCtxSynchronize() == CUDA_SUCCESS, "sync");
+			w0 = now, b0 = own_gpu_ns(uuid), n = 0;
+		}
+		if (now - t0 >= 0.5)
+			break;
+		CCHECK(cuLaunchKernel(f, 1000, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL) == CUDA_SUCCESS, "launch");
+		n++;
+		if (gap_ms >= 0) {
+			CCHECK(cuCtxSynchronize() == CUDA_SUCCESS, "sync");
+			usleep((useconds_t)(gap_ms * 1000));
+		}
+	}
+	CCHECK(cuCtxSynchronize() == CUDA_SUCCESS, "sync");
+	*per_kernel_ms = (double)(own_gpu_ns(uuid) - b0) / 1e6 / (double)n;
+	CCHECK(nvmlDeviceGetClockInfo(h, NVML_CLOCK_SM, mhz) == NVML_SUCCESS, "nvmlDeviceGetClockInfo");
+}
+
+/* args: uuid. 1000 blocks at 1000 ns: 1 ms at the full-load clock. */
+int child_clock_probe(int argc, char **argv)
+{
+	CCHECK(argc == 1, "args");
+	const char *uuid = argv[0];
+	CUmodule m;
+	CUfunction f;
+	nvmlDevice_t h;
+	t_ctx(0);
+	CCHECK(cuModuleLoadData(&m, "fake") == CUDA_SUCCESS && cuModuleGetFunction(&f, m, "burn") == CUDA_SUCCESS,
+	       "function");
+	CCHECK(nvmlInit_v2() == NVML_SUCCESS && nvmlDeviceGetHandleByIndex_v2(0, &h) == NVML_SUCCESS, "nvml");
+	double light, full;
+	unsigned light_mhz, full_mhz;
+	measure(uuid, f, h, 2.5, &light, &light_mhz); /* busy ~25% */
+	measure(uuid, f, h, -1, &full, &full_mhz);
+	t_note("boost 0.2: a kernel took %.3f ms at ~25%% busy (SM %u MHz), %.3f ms saturating (SM %u MHz)", light,
+	       light_mhz, full, full_mhz);
+	CCHECK(light > 0.78 && light < 0.88, "at ~25%% busy a kernel took %.3f ms, want 1/1.2 ms (below the knee)", light);
+	CCHECK(full > 0.97 && full < 1.03, "saturating, a kernel took %.3f ms, want 1 ms (the full-load clock)", full);
+	CCHECK(light_mhz > 1700 && light_mhz < 1800 && full_mhz > 1460 && full_mhz < 1490,
+	       "SM clocks %u and %u MHz, want 1473 x 1.2 and 1473", light_mhz, full_mhz);
+	return 0;
+}
+
+/* FAKEGPU_BOOST, FAKEGPU_CLOCK_MHZ: kernels run faster on a lightly loaded device, NVML says so. */
+void test_fake_power_capped_clocks(void)
+{
+	struct t_container ct;
+	char uuid[64], devs[128], cfg[300];
+	t_uuid(uuid);
+	t_container(&ct, VCUDA_POLICY_FIXED);
+	t_container_dev(&ct, uuid, 1024, 100); /* unlimited: the fake's own speed */
+	CHECK(t_container_write(&ct) == 0, "config");
+	snprintf(devs, sizeof(devs), "FAKEGPU_DEVICES=%s:81920", uuid);
+	snprintf(cfg, sizeof(cfg), "VCUDA_CONFIG=%s", ct.cfg);
+	const char *env[] = { devs, cfg, "FAKEGPU_NS_PER_BLOCK=1000", "FAKEGPU_BOOST=0.2", "FAKEGPU_CLOCK_MHZ=1473", NULL };
+	const char *args[] = { "clock_probe", uuid, NULL };
+	char out[4096];
+	int rc = t_run(env, args, out, sizeof(out));
+	CHECK(rc == 0, "child exit %d:\n%s", rc, out);
+}
