@@ -190,7 +190,7 @@ gpu-bundle: limiter
 	sh vcuda/tests/glibc_floor.sh $(GPU_BUNDLE)/vgpu-gpu-check $(GPU_CHECK_GLIBC_FLOOR)
 	$(MAKE) --no-print-directory -C vcuda floor
 	strip --strip-debug -o $(GPU_BUNDLE)/libvcuda.so vcuda/_build/libvcuda.so
-	cp cmd/vgpu-gpu-check/programs/torch_check.py cmd/vgpu-gpu-check/programs/cupy_check.py \
+	cp cmd/vgpu-gpu-check/programs/torch_check.py cmd/vgpu-gpu-check/programs/cupy_check.py cmd/vgpu-gpu-check/programs/vgpu_start.py \
 		cmd/vgpu-gpu-check/programs/probe.cu $(GPU_BUNDLE)/programs/
 	cp cmd/vgpu-gpu-check/bundle/run.sh $(GPU_BUNDLE)/run.sh && chmod +x $(GPU_BUNDLE)/run.sh
 	@if grep -rl -e '$(ROOT)' -e '$(GOMODCACHE)' $(GPU_BUNDLE); then \

@@ -33,12 +33,17 @@ func newDevSampler(lib nvml.Interface, dev nvml.Device) *devSampler {
 
 // run reads every s.every from wait until ctx ends.
 func (s *devSampler) run(ctx context.Context, wait time.Duration) {
+	ticks(ctx, wait, s.every, s.read)
+}
+
+// ticks calls f every period from wait on, until ctx ends.
+func ticks(ctx context.Context, wait, period time.Duration, f func()) {
 	select {
 	case <-ctx.Done():
 		return
 	case <-time.After(wait):
 	}
-	t := time.NewTicker(s.every)
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
@@ -46,7 +51,7 @@ func (s *devSampler) run(ctx context.Context, wait time.Duration) {
 			return
 		case <-t.C:
 		}
-		s.read()
+		f()
 	}
 }
 

@@ -371,23 +371,14 @@ func newPidSampler(dev nvml.Device, owners func() map[int]string) *pidSampler {
 }
 
 func (s *pidSampler) run(ctx context.Context, wait time.Duration) {
-	select {
-	case <-ctx.Done():
-		return
-	case <-time.After(wait):
-	}
-	last := uint64(time.Now().UnixMicro())
-	t := time.NewTicker(s.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	var last uint64
+	ticks(ctx, wait, s.every, func() {
+		if last == 0 {
+			last = uint64(time.Now().UnixMicro()) - uint64(s.every/time.Microsecond)
 		}
 		samples, ret := compute.ProcessUtilization(s.dev, last) // go-nvml's own call can panic
 		if ret != nvml.SUCCESS {
-			continue
+			return
 		}
 		owners := s.owners()
 		for _, sm := range samples {
@@ -397,7 +388,7 @@ func (s *pidSampler) run(ctx context.Context, wait time.Duration) {
 				s.n[key]++
 			}
 		}
-	}
+	})
 }
 
 // summary: "nvml per-pid sm% 31+58 (4+5 samples)", or "" without samples.

@@ -17,7 +17,7 @@ import (
 // The tenants' sources. The gpu bundle carries them as files (programs/);
 // `go run` uses these copies.
 //
-//go:embed programs/torch_check.py programs/cupy_check.py programs/probe.cu
+//go:embed programs/torch_check.py programs/cupy_check.py programs/vgpu_start.py programs/probe.cu
 var programSources embed.FS
 
 // program is a CUDA program the check runs as a tenant; see the comment at
@@ -73,6 +73,9 @@ func findPrograms(ctx context.Context, o options, work string) map[string]*progr
 				continue
 			}
 			src, err := source(o.programsDir, work, file)
+			if err == nil && o.programsDir == "" {
+				_, err = source("", work, "vgpu_start.py") // the start line it imports, beside it
+			}
 			if err != nil {
 				p.missing = err.Error()
 				continue

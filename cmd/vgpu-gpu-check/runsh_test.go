@@ -69,6 +69,8 @@ func bundle(t *testing.T, progs string) string {
 	for _, e := range ents {
 		copyFile(filepath.Join(progs, e.Name()), filepath.Join(dir, "programs", e.Name()), 0o755)
 	}
+	// the start line the Python programs import, as make gpu-bundle copies it
+	copyFile(filepath.Join("programs", "vgpu_start.py"), filepath.Join(dir, "programs", "vgpu_start.py"), 0o644)
 	if err := os.WriteFile(filepath.Join(dir, "libvcuda.so"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}

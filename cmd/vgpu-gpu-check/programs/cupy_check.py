@@ -1,24 +1,14 @@
 # CuPy tenant of vgpu-gpu-check; the same modes as torch_check.py (mem has one path: default).
 import json
-import os
 import sys
 import time
 
 import cupy
+from vgpu_start import start_line
 
 
 def out(**kw):
     print(json.dumps(kw), flush=True)
-
-
-def start_line():  # as torch_check.py's
-    ready, start = os.environ.get("VGPU_CHECK_READY"), os.environ.get("VGPU_CHECK_START")
-    if not ready or not start:
-        return
-    open(ready, "w").close()
-    t = time.time()
-    while not os.path.exists(start) and time.time() - t < 120:
-        time.sleep(0.005)
 
 
 mode = sys.argv[1]

@@ -5,28 +5,18 @@
 #                                {"allocated_mib": N, "refused": bool}; PATH is chosen by the check through
 #                                PYTORCH_CUDA_ALLOC_CONF (default, expandable_segments, cudaMallocAsync)
 #   burn SECS                    bf16 matmuls back to back, {"rate": matmuls/s over the second half}
-# burn waits, set up, at the check's start line (VGPU_CHECK_READY, VGPU_CHECK_START): the tenants of
-# a row run their SECS together, whatever their imports took.
+# burn waits, set up, at the check's start line (vgpu_start.py): the tenants of a row run their SECS
+# together, whatever their imports took.
 import json
-import os
 import sys
 import time
 
 import torch
+from vgpu_start import start_line
 
 
 def out(**kw):
     print(json.dumps(kw), flush=True)
-
-
-def start_line():
-    ready, start = os.environ.get("VGPU_CHECK_READY"), os.environ.get("VGPU_CHECK_START")
-    if not ready or not start:
-        return
-    open(ready, "w").close()
-    t = time.time()
-    while not os.path.exists(start) and time.time() - t < 120:
-        time.sleep(0.005)
 
 
 mode = sys.argv[1]

@@ -7,6 +7,10 @@ import subprocess
 import sys
 import time
 
+# the real programs' start line: beside this file in a bundle, else in the source tree
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "programs"))
+from vgpu_start import start_line  # noqa: E402
+
 W = os.environ["FAKE_WORKLOAD"]
 
 
@@ -23,16 +27,6 @@ def workload(*args):
 
 def out(**kw):
     print(json.dumps(kw), flush=True)
-
-
-def start_line():  # as the real programs' (the workload sets up in no time)
-    ready, start = os.environ.get("VGPU_CHECK_READY"), os.environ.get("VGPU_CHECK_START")
-    if not ready or not start:
-        return
-    open(ready, "w").close()
-    t = time.time()
-    while not os.path.exists(start) and time.time() - t < 120:
-        time.sleep(0.005)
 
 
 mode = sys.argv[1]
