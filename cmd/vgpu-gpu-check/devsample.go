@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // devSampler reads the device's utilization, SM clock and power draw over
@@ -36,23 +37,14 @@ func (s *devSampler) run(ctx context.Context, wait time.Duration) {
 	ticks(ctx, wait, s.every, s.read)
 }
 
-// ticks calls f every period from wait on, until ctx ends.
-func ticks(ctx context.Context, wait, period time.Duration, f func()) {
+// ticks calls f after delay, then every period, until ctx ends.
+func ticks(ctx context.Context, delay, period time.Duration, f func()) {
 	select {
 	case <-ctx.Done():
 		return
-	case <-time.After(wait):
+	case <-time.After(delay):
 	}
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		f()
-	}
+	wait.UntilWithContext(ctx, func(context.Context) { f() }, period)
 }
 
 func (s *devSampler) read() {

@@ -146,6 +146,19 @@ int t_container_write(struct t_container *ct)
 	return n == (ssize_t)sizeof(ct->c) ? 0 : -1;
 }
 
+int t_fake_gpu(struct t_fake_gpu *g)
+{
+	struct t_container ct;
+	t_uuid(g->uuid);
+	t_container(&ct, VCUDA_POLICY_FIXED);
+	t_container_dev(&ct, g->uuid, 1024, 100);
+	if (t_container_write(&ct) != 0)
+		return -1;
+	snprintf(g->devices, sizeof(g->devices), "FAKEGPU_DEVICES=%s:81920", g->uuid);
+	snprintf(g->config, sizeof(g->config), "VCUDA_CONFIG=%s", ct.cfg);
+	return 0;
+}
+
 static char **merged_env(const char *const *over)
 {
 	size_t n = 0, k = 0;

@@ -63,6 +63,14 @@ struct t_container {
 void t_container(struct t_container *ct, int policy);
 void t_container_dev(struct t_container *ct, const char *uuid, uint64_t mib, unsigned core);
 int t_container_write(struct t_container *ct);
+/* a fake GPU (80 GiB) and a container unlimited on it (core 100, 1 GiB cap), for the cases that
+ * check the fake's own model: its uuid and the environment entries that name both */
+struct t_fake_gpu {
+	char uuid[64];
+	char devices[128]; /* FAKEGPU_DEVICES=<uuid>:81920 */
+	char config[300];  /* VCUDA_CONFIG=<the container's config> */
+};
+int t_fake_gpu(struct t_fake_gpu *g); /* 0, or -1 when the config could not be written */
 
 /* environment for a child: NULL-terminated "K=V" overrides on top of ours */
 pid_t t_spawn(const char *const *env, const char *const *args, int *out_fd);

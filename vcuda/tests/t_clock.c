@@ -81,16 +81,11 @@ int child_clock_probe(int argc, char **argv)
 /* FAKEGPU_BOOST, FAKEGPU_CLOCK_MHZ: kernels run faster on a lightly loaded device, NVML says so. */
 void test_fake_power_capped_clocks(void)
 {
-	struct t_container ct;
-	char uuid[64], devs[128], cfg[300];
-	t_uuid(uuid);
-	t_container(&ct, VCUDA_POLICY_FIXED);
-	t_container_dev(&ct, uuid, 1024, 100); /* unlimited: the fake's own speed */
-	CHECK(t_container_write(&ct) == 0, "config");
-	snprintf(devs, sizeof(devs), "FAKEGPU_DEVICES=%s:81920", uuid);
-	snprintf(cfg, sizeof(cfg), "VCUDA_CONFIG=%s", ct.cfg);
-	const char *env[] = { devs, cfg, "FAKEGPU_NS_PER_BLOCK=1000", "FAKEGPU_BOOST=0.2", "FAKEGPU_CLOCK_MHZ=1473", NULL };
-	const char *args[] = { "clock_probe", uuid, NULL };
+	struct t_fake_gpu g; /* unlimited: the fake's own speed */
+	CHECK(t_fake_gpu(&g) == 0, "config");
+	const char *env[] = { g.devices, g.config, "FAKEGPU_NS_PER_BLOCK=1000", "FAKEGPU_BOOST=0.2",
+			      "FAKEGPU_CLOCK_MHZ=1473", NULL };
+	const char *args[] = { "clock_probe", g.uuid, NULL };
 	char out[4096];
 	int rc = t_run(env, args, out, sizeof(out));
 	CHECK(rc == 0, "child exit %d:\n%s", rc, out);

@@ -127,18 +127,12 @@ int child_fake_model(int argc, char **argv)
 /* The model above, and per-process samples (every 200 ms here, without noise). */
 void test_fake_models_the_gpu(void)
 {
-	struct t_container ct;
-	char uuid[64], devs[128], cfg[300];
-	t_uuid(uuid);
-	t_container(&ct, VCUDA_POLICY_FIXED);
-	t_container_dev(&ct, uuid, 1024, 100);
-	CHECK(t_container_write(&ct) == 0, "config");
-	snprintf(devs, sizeof(devs), "FAKEGPU_DEVICES=%s:81920", uuid);
-	snprintf(cfg, sizeof(cfg), "VCUDA_CONFIG=%s", ct.cfg);
-	const char *env[] = { devs, cfg, "FAKEGPU_PROC_SAMPLE_US=200000", "FAKEGPU_NVML_PID_OFFSET=0",
+	struct t_fake_gpu g;
+	CHECK(t_fake_gpu(&g) == 0, "config");
+	const char *env[] = { g.devices, g.config, "FAKEGPU_PROC_SAMPLE_US=200000", "FAKEGPU_NVML_PID_OFFSET=0",
 			      "FAKEGPU_PROC_NOISE=0", "FAKEGPU_NS_PER_BLOCK=1000",
 			      "FAKEGPU_SAMPLE_DELAY_US=50000", NULL };
-	const char *args[] = { "fake_model", uuid, NULL };
+	const char *args[] = { "fake_model", g.uuid, NULL };
 	char out[4096];
 	int rc = t_run(env, args, out, sizeof(out));
 	CHECK(rc == 0, "child exit %d:\n%s", rc, out);
@@ -230,21 +224,16 @@ int child_slice_probe(int argc, char **argv)
 /* Time slicing between contexts (FAKEGPU_SLICE_US, FAKEGPU_SWITCH_US), with deep queues. */
 void test_fake_time_slices(void)
 {
-	struct t_container ct;
-	char uuid[64], devs[128], cfg[300], pid[32];
-	t_uuid(uuid);
-	t_container(&ct, VCUDA_POLICY_FIXED);
-	t_container_dev(&ct, uuid, 1024, 100); /* unlimited: the fake's own scheduling */
-	CHECK(t_container_write(&ct) == 0, "config");
-	snprintf(devs, sizeof(devs), "FAKEGPU_DEVICES=%s:81920", uuid);
-	snprintf(cfg, sizeof(cfg), "VCUDA_CONFIG=%s", ct.cfg);
-	const char *env[] = { devs, cfg, "FAKEGPU_NS_PER_BLOCK=1000", "FAKEGPU_SLICE_US=2000",
+	struct t_fake_gpu g; /* unlimited: the fake's own scheduling */
+	char pid[32];
+	CHECK(t_fake_gpu(&g) == 0, "config");
+	const char *env[] = { g.devices, g.config, "FAKEGPU_NS_PER_BLOCK=1000", "FAKEGPU_SLICE_US=2000",
 			      "FAKEGPU_SWITCH_US=100", "FAKEGPU_MAX_QUEUE_US=300000", NULL };
 	const char *deep_args[] = { "slice_deep", "1.5", NULL };
 	pid_t d = t_spawn(env, deep_args, NULL);
 	CHECK(d > 0, "spawn");
 	snprintf(pid, sizeof(pid), "%d", (int)d);
-	const char *args[] = { "slice_probe", uuid, pid, NULL };
+	const char *args[] = { "slice_probe", g.uuid, pid, NULL };
 	char out[4096];
 	int rc = t_run(env, args, out, sizeof(out));
 	int drc = t_wait(d);
