@@ -243,7 +243,7 @@ gpu-bundle-rehearsal: gpu-bundle
 		FAKEGPU_SLICE_US=2000 FAKEGPU_SWITCH_US=40 FAKEGPU_BOOST=0.2 FAKEGPU_CLOCK_MHZ=1473 FAKE_IMPORT_SECS=3 \
 		$(GPU_BUNDLE)/vgpu-gpu-check -lib $(GPU_BUNDLE)/libvcuda.so -programs $(ROOT)/cmd/vgpu-gpu-check/testdata/fake \
 		-probe $(ROOT)/cmd/vgpu-gpu-check/testdata/fake/probe -use pytorch,probe -only single,pair,mixed,triple,balance \
-		-seconds 10 -cap-mib 2048 -deadline 6m -work $$fk -out $(OUT)/gpu-bundle-rehearsal.txt \
+		-seconds 10 -cap-mib 2048 -deadline 6m -work $$fk -out $(OUT)/gpu-bundle-rehearsal.txt -trace $(OUT)/gpu-bundle-rehearsal.trace \
 		2>$(OUT)/gpu-bundle-rehearsal.log
 
 bench:

@@ -201,8 +201,9 @@ func newRunner(lib nvml.Interface, list func() ([]compute.Tenancy, error), owner
 // shares runs one tenant per spec together under the node controller and
 // returns each one's rate as a percentage of its workload's solo rate, what
 // NVML's per-process samples said of each (mapped by host pid) and what the
-// device did meanwhile.
-func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenantSpec, secs float64, solo map[string]float64) ([]float64, string, *devSampler, error) {
+// device did meanwhile. trace (nil: none) opens the row's period trace.
+func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenantSpec, secs float64, solo map[string]float64,
+	trace func(keys []string) (*periodTrace, error)) ([]float64, string, *devSampler, error) {
 	tens := make([]*tenant, len(ts))
 	for i, s := range ts {
 		if _, ok := solo[s.Work]; !ok {
@@ -243,6 +244,16 @@ func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenan
 		}
 		return out, nil
 	}, owners)
+	keys := make([]string, len(tens))
+	for i, t := range tens {
+		keys[i] = t.tenancy.Key
+	}
+	var tr *periodTrace
+	if trace != nil {
+		if tr, err = trace(keys); err != nil {
+			return nil, "", nil, err
+		}
+	}
 	var lags []time.Duration // read once Run has returned
 	fitted := 0
 	r.Observe = func(o compute.Observation) {
@@ -250,6 +261,7 @@ func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenan
 		if o.Fitted {
 			fitted++
 		}
+		tr.observe(o)
 	}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = r.Run(ctx) }()
@@ -268,11 +280,10 @@ func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenan
 	<-done
 	<-sdone
 	<-ddone
-	keys := make([]string, len(tens))
-	for i, t := range tens {
-		keys[i] = t.tenancy.Key
-	}
 	notes := []string{}
+	if err := tr.close(); err != nil {
+		notes = append(notes, err.Error())
+	}
 	for _, n := range []string{line.note(), dev.summary(), sampler.summary(keys), lagSummary(lags), fitSummary(fitted, len(lags))} {
 		if n != "" {
 			notes = append(notes, n)

@@ -168,6 +168,28 @@ type check struct {
 	mps   *mpsRun            // the mps rows' control daemon (nil: not started)
 }
 
+// tracer opens a share row's trace for its tenants (nil without -trace).
+func (c *check) tracer(r row) func(keys []string) (*periodTrace, error) {
+	if c.o.trace == "" {
+		return nil
+	}
+	return func(keys []string) (*periodTrace, error) {
+		names := make(map[string]string, len(keys))
+		for i, key := range keys {
+			t := r.Tenants[i]
+			target := fmt.Sprint(t.Cores)
+			switch {
+			case t.Unlimited:
+				target = "none"
+			case t.Balance:
+				target += "b"
+			}
+			names[key] = fmt.Sprintf("%d:%s@%s", i, t.Work, target)
+		}
+		return openTrace(c.o.trace, r, names)
+	}
+}
+
 func (c *check) program(name string) (*program, error) {
 	p := c.progs[name]
 	if p == nil {
@@ -217,7 +239,7 @@ func (c *check) run(ctx context.Context, r row) (result, error) {
 		if r.Secs > 0 {
 			secs = r.Secs
 		}
-		got, note, dev, err := c.h.shares(ctx, c.progs, r.Tenants, secs, c.solo)
+		got, note, dev, err := c.h.shares(ctx, c.progs, r.Tenants, secs, c.solo, c.tracer(r))
 		if r.Secs > 0 {
 			note = strings.TrimSuffix(fmt.Sprintf("tenants ran %g s; %s", secs, note), "; ")
 		}

@@ -17,6 +17,7 @@ type options struct {
 	programsDir string        // the programs' sources ("" = the copies compiled into the binary)
 	probe       string        // the CUDA C probe: "" = build it with nvcc if present, "off", or a built binary
 	out         string        // also write the table here
+	trace       string        // write each share row's controller periods here ("" = none)
 	deadline    time.Duration // the whole run
 	timeout     time.Duration // one row
 	secs        float64       // one share row's tenants run this long; shares are measured over the second half
@@ -46,6 +47,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.programsDir, "programs", "", "directory with torch_check.py, cupy_check.py and probe.cu (default: the copies built into this binary)")
 	fs.StringVar(&o.probe, "probe", "", `the CUDA C probe: a binary built from probe.cu, "off", or empty to build it here with nvcc`)
 	fs.StringVar(&o.out, "out", "", "also write the table to this file")
+	fs.StringVar(&o.trace, "trace", "", "write each share row's controller periods (busy, clock, each tenant's target, measured share, cost, rate) to a .tsv in this directory")
 	fs.DurationVar(&o.deadline, "deadline", 7*time.Minute+30*time.Second, "total deadline; rows that no longer fit are reported as skipped")
 	fs.DurationVar(&o.timeout, "scenario-timeout", 60*time.Second, "timeout of one row; a row cut by it is reported as TIMEOUT")
 	fs.Float64Var(&o.secs, "seconds", 10, "how long each tenant of a share row runs; shares are measured over the second half")

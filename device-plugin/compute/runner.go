@@ -162,6 +162,7 @@ type Observation struct {
 	// Lag: how long ago the period ended when its device samples were read
 	// (they arrive late; the poll's granularity included)
 	Lag       time.Duration
+	ClockMHz  float64 // the SM clock's mean over the period (0: not read)
 	Decisions []Decision
 	// Fitted: the tenants' costs came from the fit over their turns
 	// (GPU.Fitted)
@@ -340,7 +341,7 @@ func (r *Runner) Tick(ctx context.Context) {
 			logger.V(5).Info("Per-process samples", "gpu", uuid, "span", m.SpanNs, "tenants", len(m.Tenants), "foreign", g.Foreign())
 		}
 		if r.Observe != nil {
-			r.Observe(Observation{UUID: uuid, Busy: busy / period, Foreign: g.Foreign(), Decisions: ds, Lag: time.Duration(in.LagNs), Fitted: g.Fitted()})
+			r.Observe(Observation{UUID: uuid, Busy: busy / period, Foreign: g.Foreign(), Decisions: ds, Lag: time.Duration(in.LagNs), ClockMHz: in.ClockMHz, Fitted: g.Fitted()})
 		}
 	}
 	for p, m := range r.files {

@@ -333,6 +333,8 @@ func TestSimPowerCappedClocks(t *testing.T) {
 		{name: "cheap 30 beside dear 60, samples 5 ms late", a: cheap, b: dear, late: 5 * time.Millisecond},
 		{name: "cheap 30 beside dear 60, samples 50 ms late", a: cheap, b: dear, late: 50 * time.Millisecond},
 		{name: "dear 30 beside cheap 60, samples 200 ms late", a: dear, b: cheap, late: 200 * time.Millisecond},
+		{name: "cheap 30 beside dear 60, samples 15 ms late", a: cheap, b: dear, late: 15 * time.Millisecond},
+		{name: "cheap 30 beside dear 60, samples 200 ms late", a: cheap, b: dear, late: 200 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

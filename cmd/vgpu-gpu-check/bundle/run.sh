@@ -24,7 +24,8 @@ usage: ./run.sh [flags]
   --share-program P     program of the single/pair/triple/balance rows (default pytorch)
   --seconds N           how long each share tenant runs (default 10)
   --cap-mib N           memory cap of the memory rows (default 8192)
-  --out FILE            table file (default $OUT/gpu-check-<date>.txt, else ./gpu-check-<date>.txt here)
+  --out FILE            table file (default $OUT/gpu-check-<date>.txt, else ./gpu-check-<date>.txt here);
+                        each share row's controller periods go to FILE's name with .trace/, a .tsv per row
   --plan                print the selected rows and the time planned for each, run nothing
   -h, --help            this text
 USAGE
@@ -126,7 +127,7 @@ if [ $left -lt 30 ]; then
 	exit 1
 fi
 set -- -lib "$DIR/libvcuda.so" -programs "$DIR/programs" -probe "$probe" -work "$work" -out "$out" \
-	-deadline "${left}s" -scenario-timeout "${timeout}s"
+	-trace "${out%.txt}.trace" -deadline "${left}s" -scenario-timeout "${timeout}s"
 [ -n "$only" ] && set -- "$@" -only "$only"
 [ -n "$skip" ] && set -- "$@" -skip "$skip"
 [ -n "$mpsctl" ] && set -- "$@" -mps-control "$mpsctl"
