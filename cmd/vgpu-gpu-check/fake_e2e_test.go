@@ -39,9 +39,10 @@ func TestFakeDriverEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	table := filepath.Join(t.TempDir(), "table.txt")
+	trace := filepath.Join(t.TempDir(), "trace")
 	cmd := exec.Command(self, "-lib", filepath.Join(build, "libvcuda.so"), "-programs", fake, "-probe", filepath.Join(fake, "probe"),
 		"-use", "pytorch,probe", "-only", "memory,pair,mixed", "-seconds", "2", "-cap-mib", "2048", "-deadline", "3m",
-		"-scenario-timeout", "40s", "-work", t.TempDir(), "-out", table)
+		"-scenario-timeout", "40s", "-work", t.TempDir(), "-out", table, "-trace", trace)
 	cmd.Env = append(os.Environ(), asMain+"=1",
 		"LD_LIBRARY_PATH="+filepath.Join(build, "fake"),
 		"FAKEGPU_DIR="+t.TempDir(),
@@ -92,6 +93,24 @@ func TestFakeDriverEndToEnd(t *testing.T) {
 	for _, bad := range []string{"ERROR", "TIMEOUT", "OVER THE CAP", "skipped"} {
 		if strings.Contains(string(out), bad) {
 			t.Errorf("a row reads %s:\n%s", bad, out)
+		}
+	}
+	// every share row's controller periods, each tenant under its name in the row
+	for file, tenants := range map[string][]string{
+		"pair-pytorch-30-60.tsv":             {"0:pytorch@30", "1:pytorch@60"},
+		"mixed-pytorch-30-probe-elem-60.tsv": {"0:pytorch@30", "1:probe-elem@60"},
+		"pair-pytorch-unlimited-x2.tsv":      {"0:pytorch@none", "1:pytorch@none"},
+	} {
+		b, err := os.ReadFile(filepath.Join(trace, file))
+		if err != nil {
+			t.Errorf("trace: %v", err)
+			continue
+		}
+		for _, name := range tenants {
+			// the busy time read, the tenant's decisions: 20 periods at least (100 ms a period, 2 s or more)
+			if n := len(regexp.MustCompile(`(?m)^[0-9.]+\t[01]\.[0-9]{4}\t.*\t`+regexp.QuoteMeta(name)+`\t`).FindAll(b, -1)); n < 20 {
+				t.Errorf("trace %s: %d periods of %s, want 20 or more:\n%s", file, n, name, b)
+			}
 		}
 	}
 }
