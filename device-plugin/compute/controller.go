@@ -70,6 +70,7 @@ type Decision struct {
 	Key      string
 	Control  api.ControlDevice
 	Share    float64 // the target this period (balance: with lent capacity)
+	Lent     float64 // what the turns lend it (+) or take from it (-) on top of Share (excite.go)
 	Measured float64 // the busy fraction attributed to the tenant
 	// Cost is the GPU ns per launched unit the attribution used; Calibrated
 	// says it comes from the tenant's own measured GPU time (per-process
@@ -412,6 +413,7 @@ func (g *GPU) Step(in Input) []Decision {
 		if !calibrated[t.Key] {
 			fk *= level
 		}
+		d.Lent = lend[t.Key]
 		tg := target{now: d.Share + lend[t.Key], seen: d.Share + lent[t.Key], hold: !clean}
 		d.Control = g.decide(t, st, in, P, a, k[t.Key], fk, d.Share, tg, throttled, backoff)
 		out = append(out, d)
