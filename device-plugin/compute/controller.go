@@ -98,17 +98,26 @@ const (
 	// the GPU. A saturated GPU queues work, and a period in which launched work
 	// is not the work that ran says nothing about what a tenant's work costs.
 	headroom = 0.985
-	// backoffRoom: the back-off (GPU.saturated) acts only where the active
-	// shares leave at least this much of the GPU below saturatedAt. Closer,
-	// a saturated window is the loop's own overshoot, which the integrals
-	// take back (the measured shares sum to the busy time), and the
-	// back-off, deepening while the queues drain and let go at once, set
+	// backoffRoom: while the tenants share one pooled cost on a GPU whose
+	// per-process samples give no shares (the fit over the turns has not
+	// split them yet) and that cost rests on unsaturated windows
+	// (estimator.settled), the back-off (GPU.saturated) acts only where the
+	// active shares leave at least this much of the GPU below saturatedAt.
+	// Closer, a saturated window is the loop's own overshoot, which the
+	// integrals take back (the measured shares sum to the busy time); the
+	// back-off, deepening while the queues drained and let go at once, set
 	// up a limit cycle: a cheap 30 beside a dear 60 swung between 55% and
-	// 100% busy every second, on the fake driver clocked as a power-capped
-	// H200 (the plant's gain near 90% busy is 1.7 times the nominal) and
-	// in the simulation with samples 200 ms late, and there the fit of
-	// their costs never split them (5.5 + 86.2 in the rehearsal; 31.3 +
-	// 61.9, 32.1 + 61.2, 31.5 + 61.7 without it).
+	// 100% busy every 1.2 s on the fake driver clocked as a power-capped
+	// H200 (the plant's gain near 90% busy is 1.7 times the nominal), and
+	// in the simulation with samples 200 ms late. Busy time swinging that
+	// much is noise the fit cannot see through, and it never split them
+	// (5.5 + 86.2 in the rehearsal; simulated 16.8 + 68.2). Elsewhere the
+	// back-off stays: at a start the costs come from saturated windows (half
+	// the true cost, counting queued launches as run), and after a split
+	// the rates of the new costs may overshoot for seconds; without the
+	// back-off there a pair at 30 + 60 on a loaded machine stayed saturated
+	// for 3 s and read 28.2 + 56.3 (fake driver), and GEMM 30 + elementwise
+	// 60 with samples 200 ms late 30.4 + 65.8 (simulated).
 	backoffRoom = 0.1
 )
 
@@ -370,7 +379,7 @@ func (g *GPU) Step(in Input) []Decision {
 	}
 	switch {
 	case in.Partial: // says nothing about the tenants: the back-off holds
-	case in.BusyNs >= saturatedAt*P && claimed+foreign < saturatedAt-backoffRoom:
+	case in.BusyNs >= saturatedAt*P && claimed+foreign < saturatedAt:
 		if g.saturated == 0 || float64(in.NowNs)-in.LagNs >= float64(g.backedAt) {
 			g.saturated++
 			g.backedAt = in.NowNs
@@ -379,7 +388,8 @@ func (g *GPU) Step(in Input) []Decision {
 		g.saturated = 0
 	}
 	backoff := 1.0
-	for i := 1; i < g.saturated && backoff > 0.3; i++ {
+	overshoot := claimed+foreign >= saturatedAt-backoffRoom && in.Unshared && !g.regressed && g.est.settled()
+	for i := 1; i < g.saturated && backoff > 0.3 && !overshoot; i++ {
 		backoff *= 0.85
 	}
 	level := g.est.level()
