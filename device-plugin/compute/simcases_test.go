@@ -321,7 +321,9 @@ func TestSimNoiseSpread(t *testing.T) {
 // undetermined for seconds, and was starved (14.4 + 74.1 with samples 5 ms
 // late, 9.9 + 77.5 at 50 ms; the fake driver's rehearsal 5.5 + 86.8). The
 // fit now takes each window's busy time at the windows' mean SM clock
-// (ClockSource, atMeanClock).
+// (ClockSource, atMeanClock). With samples 200 ms late the same pair never
+// split (16.8 + 68.2): near full load the back-off swung the busy time
+// between 55% and 100% (backoffRoom).
 func TestSimPowerCappedClocks(t *testing.T) {
 	cheap := simProgram{units: 1600, kernel: 200 * time.Microsecond, depth: 100} // 125 ns per unit
 	dear := simProgram{units: 2000, kernel: 2 * time.Millisecond, depth: 10}     // 1000 ns per unit
