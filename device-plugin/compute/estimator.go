@@ -19,6 +19,7 @@ package compute
 type estimator struct {
 	window int
 	obs    []observation // ring, newest last
+	added  uint64        // windows added so far (observation.seq)
 	solo   map[string]float64
 	soloN  map[string]int // solo windows seen; the estimate counts from minSolo on
 	prev   string         // the tenant that launched alone in the previous window, if any
@@ -40,6 +41,7 @@ type observation struct {
 	clean bool
 	phase uint64  // where clean: the excitation's phase it lies in (when its targets were set)
 	clock float64 // the SM clock's mean over it, MHz (0: not read)
+	seq   uint64  // its place among the windows added (consecutive windows: consecutive seq)
 }
 
 const (
@@ -59,7 +61,8 @@ func newEstimator(window int) *estimator {
 // long enough for a solo window of theirs to say what their work costs (not
 // in start-up, where launches come in bursts).
 func (e *estimator) add(busy, period float64, units map[string]float64, steady map[string]bool, clean bool, phase uint64, clock float64) {
-	o := observation{busy: busy, period: period, saturated: busy >= saturatedAt*period, units: units, clean: clean, phase: phase, clock: clock}
+	e.added++
+	o := observation{busy: busy, period: period, saturated: busy >= saturatedAt*period, units: units, clean: clean, phase: phase, clock: clock, seq: e.added}
 	for key, u := range units {
 		if u > 0 {
 			o.steady = steady[key]

@@ -28,6 +28,7 @@ const (
 	regressApart  = 0.05 // and by how much, relative: closer, tenants share the pooled cost (exact for one program)
 	regressNoise  = 0.01 // of a window: the busy time's noise, at least (whole percents, queues)
 	regressSliver = 0.5  // of the pooled cost: a poorly determined cost whose upper bound stands below it is a sliver's
+	regressFar    = 4.0  // costs this far apart (ratio) may be split by the drained rows alone (see regress)
 	regressOver   = 1.5  // of the windows' busy time: more, and a tenant's cost says it ran longer than the GPU was busy (see fitRows)
 )
 
@@ -55,6 +56,22 @@ const (
 // now and then beside a GEMM that fills the GPU); across phases the queues'
 // changes cancel (they are bounded) while the turns move the tenants'
 // rates.
+//
+// The costs come from the drained rows (drained: each saturated run joined
+// to the window that ends it, over which what was launched ran) wherever
+// those determine them: on the fake driver clocked as an H200 the windows
+// as seen read a cheap tenant's cost 7% low beside a dear one's 6% high
+// (32.3 + 55.5 of the GPU for 30 + 60). The split itself stands on the
+// windows as seen, as before, or on the drained rows alone where they put
+// the costs at least regressFar apart: they tell an 8x-apart pair apart
+// seconds sooner (their noise is a fraction of the windows'), while a
+// joined row holds a queue's worth of error where a run began with work
+// queued, weighs as much as its windows together, and split one program's
+// 45 + 45 at 191 against 57 ns per unit (3.3 apart, simulated, 200 ms
+// late). Simulated sweep (TestSimSplitSweep, 36 runs a mix): a cheap 30
+// beside a dear 60 split at 5.2 s on average, the last at 6.6 s (was 6.1 and
+// 9.0), misses 1 (was 2); dear 30 + cheap 60 0 (was 3); no one-program
+// pair split that did not before.
 func (e *estimator) regress(keys []string) (costs map[string]float64, apart bool) {
 	var rows []observation
 	saturated := false
@@ -69,7 +86,15 @@ func (e *estimator) regress(keys []string) (costs map[string]float64, apart bool
 	if apart && saturated {
 		_, apart = fitRows(keys, phaseMeans(rows), rows)
 	}
-	return costs, apart
+	d := drained(rows)
+	dc, dApart := fitRows(keys, d, d)
+	if dApart && anySaturated(d) {
+		_, dApart = fitRows(keys, phaseMeans(d), d)
+	}
+	if dc != nil {
+		costs = dc
+	}
+	return costs, apart || dApart && spread(dc) >= regressFar
 }
 
 // fitRows fits the costs over rows, the busy time's noise read from the
@@ -270,6 +295,81 @@ func phaseMeans(rows []observation) []observation {
 		out[i].units = make(map[string]float64, len(m.units))
 		for key, u := range m.units {
 			out[i].units[key] = u / m.n
+		}
+	}
+	return out
+}
+
+// drained returns rows with each run of saturated windows joined to the
+// unsaturated window that ends it (consecutive windows, one phase) as one
+// row. A saturated window launches more than runs (its tenants' queues
+// fill) or runs more than it launched (they drain), by up to a queue's
+// worth, and the first window after the run runs the rest: on the fake
+// driver clocked as an H200 a cheap 30 beside a dear 60 near full load
+// swung in and out of saturation, those windows ran 20 ms more or less
+// than their launches (10% of a window; one tenant's queue), and least
+// squares took that noise in the units for a cost: the cheap tenant's was
+// read 7% low and the dear one's 6% high (32.3 + 55.5 of the GPU for 30 +
+// 60), and the noise kept the cheap tenant's cost undetermined for 7 s
+// (its standard error twice that of the joined rows). The queues are empty
+// at both ends of a joined row (its windows before and after are
+// unsaturated), so over it what was launched ran. A run that no
+// unsaturated window of its phase ends stays as its windows (phaseMeans
+// confirms a split they carry): a GPU saturated throughout gives no other
+// rows.
+func anySaturated(rows []observation) bool {
+	for _, o := range rows {
+		if o.saturated {
+			return true
+		}
+	}
+	return false
+}
+
+// spread is the ratio of the largest cost to the smallest.
+func spread(costs map[string]float64) float64 {
+	lo, hi := math.Inf(1), 0.0
+	for _, c := range costs {
+		lo, hi = min(lo, c), max(hi, c)
+	}
+	return hi / lo
+}
+
+func drained(rows []observation) []observation {
+	out := make([]observation, 0, len(rows))
+	run := 0 // the saturated windows at out's end that a drain may join
+	for _, o := range rows {
+		joined := false
+		if run > 0 {
+			last := out[len(out)-1]
+			if last.seq+1 != o.seq || last.phase != o.phase {
+				run = 0
+			}
+		}
+		if run > 0 && !o.saturated {
+			j := observation{units: map[string]float64{}, steady: true, clean: true, phase: o.phase, clock: o.clock, seq: o.seq}
+			join := func(w observation) {
+				j.busy += w.busy
+				j.period += w.period
+				for key, u := range w.units {
+					j.units[key] += u
+				}
+			}
+			for _, w := range out[len(out)-run:] {
+				join(w)
+			}
+			join(o)
+			out = append(out[:len(out)-run], j)
+			joined = true
+		}
+		if !joined {
+			out = append(out, o)
+		}
+		switch {
+		case o.saturated:
+			run++
+		default:
+			run = 0
 		}
 	}
 	return out

@@ -265,3 +265,53 @@ func TestAtMeanClock(t *testing.T) {
 		})
 	}
 }
+
+func TestDrained(t *testing.T) {
+	// w: a window of 200 ms, seq s, phase p, busy b ms, units of a
+	w := func(s, p uint64, b, a float64) observation {
+		return observation{busy: b * 1e6, period: 200e6, saturated: b >= saturatedAt*200, units: map[string]float64{"a": a},
+			steady: true, clean: true, phase: p, seq: s}
+	}
+	tests := []struct {
+		name string
+		in   []observation
+		want []float64 // busy (ms) of the rows out
+	}{
+		{name: "unsaturated windows stay", in: []observation{w(1, 1, 100, 1), w(2, 1, 120, 1)}, want: []float64{100, 120}},
+		{name: "a run joins the window that drains it",
+			in:   []observation{w(1, 1, 100, 1), w(2, 1, 195, 1), w(3, 1, 195, 1), w(4, 1, 150, 1), w(5, 1, 100, 1)},
+			want: []float64{100, 540, 100}},
+		{name: "a run at the phase's end stays as its windows",
+			in:   []observation{w(1, 1, 100, 1), w(2, 1, 195, 1), w(3, 1, 195, 1), w(4, 2, 150, 1)},
+			want: []float64{100, 195, 195, 150}},
+		{name: "not across a gap (a window left out)",
+			in:   []observation{w(1, 1, 195, 1), w(3, 1, 150, 1)},
+			want: []float64{195, 150}},
+		{name: "saturated throughout", in: []observation{w(1, 1, 195, 1), w(2, 1, 195, 1)}, want: []float64{195, 195}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := drained(tt.in)
+			var busy []float64
+			for _, o := range got {
+				busy = append(busy, o.busy/1e6)
+			}
+			if len(busy) != len(tt.want) {
+				t.Fatalf("rows %v, want %v", busy, tt.want)
+			}
+			for i := range busy {
+				if math.Abs(busy[i]-tt.want[i]) > 1e-9 {
+					t.Fatalf("rows %v, want %v", busy, tt.want)
+				}
+			}
+			var units, period float64
+			for _, o := range got {
+				units += o.units["a"]
+				period += o.period
+			}
+			if units != float64(len(tt.in)) || period != 200e6*float64(len(tt.in)) {
+				t.Errorf("units %v, period %v: every window's are kept", units, period)
+			}
+		})
+	}
+}

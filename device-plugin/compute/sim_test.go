@@ -356,6 +356,9 @@ func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]floa
 	r = &Runner{Source: g, Clock: func() uint64 { return uint64(g.now) }, Poll: 20 * time.Millisecond,
 		Observe: func(o Observation) {
 			obs = o
+			if opts.fittedAt != nil && o.Fitted && *opts.fittedAt < 0 {
+				*opts.fittedAt = g.now - 100*time.Second
+			}
 			if os.Getenv("SIM_TRACE") != "" {
 				var b strings.Builder
 				for _, d := range o.Decisions {
@@ -425,10 +428,11 @@ type simOptions struct {
 	blindOwners       bool // the owners map no pid (no host pid view)
 	noiseFree         bool // the case runs without per-process noise only
 	delay             time.Duration
-	wholeDevice       bool          // per-process samples as an H200 gives them (simGPU.Processes)
-	window            time.Duration // a device sample's averaging window (0: Busy's default)
-	boost             float64       // power-capped clocks (simGPU.speed): kernels up to 1 + boost as fast below full load
-	blindClock        bool          // the driver does not report the SM clock
+	wholeDevice       bool           // per-process samples as an H200 gives them (simGPU.Processes)
+	window            time.Duration  // a device sample's averaging window (0: Busy's default)
+	boost             float64        // power-capped clocks (simGPU.speed): kernels up to 1 + boost as fast below full load
+	blindClock        bool           // the driver does not report the SM clock
+	fittedAt          *time.Duration // where set: when the fit first split the tenants' costs (-1: never)
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
