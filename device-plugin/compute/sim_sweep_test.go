@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,8 +13,8 @@ import (
 // TestSimSplitSweep (SIM_SWEEP=1): when the fit over the turns first splits
 // a pair's costs, and how far each run lands from its targets, across
 // sample lags and start offsets, on an H200's terms (one sample a round
-// reading the whole device, 1/6 s device windows, 40 us switches,
-// power-capped clocks). Mixes of different programs should split early;
+// reading the whole device, 1/6 s device windows, power-capped clocks;
+// 40 us switches, or SIM_SWEEP_SWITCH_US). Mixes of different programs should split early;
 // one program's pairs should not split at all (a false split moves the
 // GPU between them). An experiment, not a check: docs/limiter.md quotes it.
 func TestSimSplitSweep(t *testing.T) {
@@ -41,6 +42,12 @@ func TestSimSplitSweep(t *testing.T) {
 		{name: "one GEMM 45 + 45", a: simGEMM, b: simGEMM, ta: 45, tb: 45, oneProg: true},
 	}
 	lags := []time.Duration{5, 15, 50, 100, 150, 200}
+	// the H100's switches (two unlimited tenants 49 + 49% of solo), or the
+	// H200's (45.9 + 45.9): SIM_SWEEP_SWITCH_US
+	switchCost := 40 * time.Microsecond
+	if us, err := strconv.Atoi(os.Getenv("SIM_SWEEP_SWITCH_US")); err == nil {
+		switchCost = time.Duration(us) * time.Microsecond
+	}
 	offsets := []time.Duration{0, 30, 70, 100, 130, 170}
 	var summary strings.Builder
 	for _, m := range mixes {
@@ -57,7 +64,7 @@ func TestSimSplitSweep(t *testing.T) {
 				if m.boostOff {
 					boost = 0
 				}
-				got, _ := simulate(t, specs, simOptions{wholeDevice: true, switchCost: 40 * time.Microsecond,
+				got, _ := simulate(t, specs, simOptions{wholeDevice: true, switchCost: switchCost,
 					delay: lag * time.Millisecond, window: 166667 * time.Microsecond, boost: boost, fittedAt: &fitted})
 				d := max(math.Abs(got["a"]-float64(m.ta)), math.Abs(got["b"]-float64(m.tb)))
 				worst, sumErr = max(worst, d), sumErr+d
