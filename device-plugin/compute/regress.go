@@ -67,11 +67,11 @@ const (
 // seconds sooner (their noise is a fraction of the windows'), while a
 // joined row holds a queue's worth of error where a run began with work
 // queued, weighs as much as its windows together, and split one program's
-// 45 + 45 at 191 against 57 ns per unit (3.3 apart, simulated, 200 ms
-// late). Simulated sweep (TestSimSplitSweep, 36 runs a mix): a cheap 30
-// beside a dear 60 split at 5.2 s on average, the last at 6.6 s (was 6.1 and
-// 9.0), misses 1 (was 2); dear 30 + cheap 60 0 (was 3); no one-program
-// pair split that did not before.
+// 45 + 45 at 191 against 57 ns per unit (3.3 apart, simulated, 150 ms
+// late). Simulated sweep (TestSimSplitSweep, 36 runs a mix, 40 us
+// switches): a cheap 30 beside a dear 60 split at 5.19 s on average, the
+// last at 6.62 s (was 6.06 and 9.00), misses 1 (was 2); dear 30 + cheap 60
+// 0 (was 3); no one-program pair split that did not before.
 func (e *estimator) regress(keys []string) (costs map[string]float64, apart bool) {
 	var rows []observation
 	saturated := false
@@ -300,23 +300,7 @@ func phaseMeans(rows []observation) []observation {
 	return out
 }
 
-// drained returns rows with each run of saturated windows joined to the
-// unsaturated window that ends it (consecutive windows, one phase) as one
-// row. A saturated window launches more than runs (its tenants' queues
-// fill) or runs more than it launched (they drain), by up to a queue's
-// worth, and the first window after the run runs the rest: on the fake
-// driver clocked as an H200 a cheap 30 beside a dear 60 near full load
-// swung in and out of saturation, those windows ran 20 ms more or less
-// than their launches (10% of a window; one tenant's queue), and least
-// squares took that noise in the units for a cost: the cheap tenant's was
-// read 7% low and the dear one's 6% high (32.3 + 55.5 of the GPU for 30 +
-// 60), and the noise kept the cheap tenant's cost undetermined for 7 s
-// (its standard error twice that of the joined rows). The queues are empty
-// at both ends of a joined row (its windows before and after are
-// unsaturated), so over it what was launched ran. A run that no
-// unsaturated window of its phase ends stays as its windows (phaseMeans
-// confirms a split they carry): a GPU saturated throughout gives no other
-// rows.
+// anySaturated says whether any of rows is a saturated window.
 func anySaturated(rows []observation) bool {
 	for _, o := range rows {
 		if o.saturated {
@@ -335,6 +319,24 @@ func spread(costs map[string]float64) float64 {
 	return hi / lo
 }
 
+// drained returns rows with each run of saturated windows joined to the
+// unsaturated window that ends it (consecutive windows, one phase) as one
+// row. A saturated window launches more than runs (its tenants' queues
+// fill) or runs more than it launched (they drain), by up to a queue's
+// worth, and the first window after the run runs the rest: on the fake
+// driver clocked as an H200 a cheap 30 beside a dear 60 near full load
+// swung in and out of saturation, those windows ran 20 ms more or less
+// than their launches (10% of a window; one tenant's queue), and least
+// squares took that noise in the units for a cost: the cheap tenant's was
+// read 7% low and the dear one's 6% high (32.3 + 55.5 of the GPU for 30 +
+// 60), and the noise kept the cheap tenant's cost undetermined for 7 s
+// (its standard error twice that of the joined rows). The queues are
+// nearly empty at both ends of a joined row (the windows before and after
+// it are unsaturated), so over it what was launched ran, but for the work
+// a window under saturatedAt still held queued where the run began. A run
+// that no unsaturated window of its phase ends stays as its windows
+// (phaseMeans confirms a split they carry): a GPU saturated throughout
+// gives no other rows.
 func drained(rows []observation) []observation {
 	out := make([]observation, 0, len(rows))
 	run := 0 // the saturated windows at out's end that a drain may join
