@@ -14,9 +14,10 @@ import (
 // a pair's costs, and how far each run lands from its targets, across
 // sample lags and start offsets, on an H200's terms (one sample a round
 // reading the whole device, 1/6 s device windows, power-capped clocks;
-// 40 us switches, or SIM_SWEEP_SWITCH_US). Mixes of different programs should split early;
-// one program's pairs should not split at all (a false split moves the
-// GPU between them). An experiment, not a check: docs/limiter.md quotes it.
+// 40 us switches, or SIM_SWEEP_SWITCH_US). Mixes of different programs
+// should split early; one program's pairs should not split at all (a false
+// split moves the GPU between them). An experiment, not a check:
+// docs/limiter.md quotes it.
 func TestSimSplitSweep(t *testing.T) {
 	if os.Getenv("SIM_SWEEP") == "" {
 		t.Skip("SIM_SWEEP=1: an experiment, not a check")
