@@ -36,6 +36,9 @@ const (
 	controlOffStamp       = 32
 	controlOffMode        = 40
 	controlOffPeriod      = 44
+	controlOffSlotPeriod  = 48
+	controlOffSlotStart   = 52
+	controlOffSlotLen     = 56
 	usageOffWaits         = 8
 	controlOffDeviceCount = 12
 )
@@ -58,6 +61,16 @@ type ControlDevice struct {
 	StampNs   uint64  // CLOCK_MONOTONIC of the node
 	Mode      ControlMode
 	PeriodUs  uint32
+	// Slot, where several held-back tenants share the GPU: a launch beyond
+	// the allowance waits for its credit and, where that comes outside the
+	// slot, for the slot's next start (zero: no slot).
+	Slot Slot
+}
+
+// Slot is a tenant's part of every Period of CLOCK_MONOTONIC, from Start
+// for Len (microseconds): the time its held-back launches are released in.
+type Slot struct {
+	PeriodUs, StartUs, LenUs uint32
 }
 
 // UsageDevice is a container's report for one device.
@@ -136,6 +149,9 @@ func PublishControl(b []byte, i int, d ControlDevice) {
 	atomic.StoreUint64(word(b, base+controlOffStamp), d.StampNs)
 	atomic.StoreUint32(word32(b, base+controlOffMode), uint32(d.Mode))
 	atomic.StoreUint32(word32(b, base+controlOffPeriod), d.PeriodUs)
+	atomic.StoreUint32(word32(b, base+controlOffSlotPeriod), d.Slot.PeriodUs)
+	atomic.StoreUint32(word32(b, base+controlOffSlotStart), d.Slot.StartUs)
+	atomic.StoreUint32(word32(b, base+controlOffSlotLen), d.Slot.LenUs)
 	atomic.StoreUint64(seq, s+2)
 }
 
@@ -150,6 +166,8 @@ func ReadControl(b []byte, i int) (ControlDevice, uint64) {
 		StampNs:   le.Uint64(b[base+controlOffStamp:]),
 		Mode:      ControlMode(le.Uint32(b[base+controlOffMode:])),
 		PeriodUs:  le.Uint32(b[base+controlOffPeriod:]),
+		Slot: Slot{PeriodUs: le.Uint32(b[base+controlOffSlotPeriod:]), StartUs: le.Uint32(b[base+controlOffSlotStart:]),
+			LenUs: le.Uint32(b[base+controlOffSlotLen:])},
 	}, le.Uint64(b[base:])
 }
 

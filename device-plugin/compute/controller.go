@@ -366,6 +366,7 @@ func (g *GPU) Step(in Input) []Decision {
 		sum += units[key] * k[key]
 	}
 	shares := g.targets(in.Tenants, foreign)
+	slotted := g.slotted(in.Tenants, shares)
 	// every active tenant's target, lent capacity and best effort
 	// included: a GPU they are meant to fill is saturated by design, not
 	// because the attribution is off (a best-effort tenant filling it set
@@ -425,8 +426,9 @@ func (g *GPU) Step(in Input) []Decision {
 		}
 		d.Lent = lend[t.Key]
 		tg := target{now: d.Share + lend[t.Key], seen: d.Share + lent[t.Key], hold: !clean}
-		d.Control = g.decide(t, st, in, P, a, k[t.Key], fk, d.Share, tg, throttled, backoff)
+		d.Control = g.decide(t, st, in, P, a, k[t.Key], fk, d.Share, tg, throttled, backoff, slotted[t.Key])
 		out = append(out, d)
 	}
+	assignSlots(out, slotted, P)
 	return out
 }

@@ -87,7 +87,7 @@ type target struct {
 }
 
 // decide sets a tenant's allowance.
-func (g *GPU) decide(t TenantInput, st *tenantState, in Input, P, a, k, fk, share float64, tg target, throttled bool, backoff float64) api.ControlDevice {
+func (g *GPU) decide(t TenantInput, st *tenantState, in Input, P, a, k, fk, share float64, tg target, throttled bool, backoff float64, slotted bool) api.ControlDevice {
 	c := api.ControlDevice{StampNs: in.NowNs, PeriodUs: uint32(P / 1000)}
 	// what the previous decision allowed up to now
 	if in.NowNs > st.stamp {
@@ -143,8 +143,13 @@ func (g *GPU) decide(t TenantInput, st *tenantState, in Input, P, a, k, fk, shar
 	// newest reading: not beyond Launched, read at the edge of a late
 	// window, which an active tenant is past already (at 100 ms late a
 	// tenant was held below its rate every period: 90 ran at 79, 30+60 at
-	// 26+53, simulated)
-	st.allowance = min(st.allowance, t.latest()+uint64(rate*P*bankPeriods))
+	// 26+53, simulated). A tenant with a slot banks what it gains while it
+	// waits for it.
+	bank := P * bankPeriods
+	if slotted {
+		bank = max(bank, slotPeriodFor(P))
+	}
+	st.allowance = min(st.allowance, t.latest()+uint64(rate*bank))
 	c.Allowance, c.Rate = st.allowance, rate
 	c.Fallback = st.fallback
 	return c

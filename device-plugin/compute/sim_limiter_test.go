@@ -71,8 +71,23 @@ func (tn *simTenant) admit(now time.Duration) bool {
 	if c.Mode == api.ControlUnlimited {
 		return true
 	}
-	dt := min(uint64(now)-min(uint64(now), c.StampNs), 2000*uint64(c.PeriodUs))
-	return tn.covered(now, c.Allowance+uint64(c.Rate*float64(dt)), c.Rate)
+	slot := c.Slot
+	if tn.noSlots {
+		slot = api.Slot{}
+	}
+	// with a slot, the credit of a slot period comes at once, at the slot's
+	// start
+	at := now
+	if slot.PeriodUs > 0 && c.Rate > 0 {
+		at = slotNext(now, slot)
+	}
+	dt := float64(min(int64(at)-int64(c.StampNs), 2000*int64(c.PeriodUs)))
+	allowed := uint64(max(float64(c.Allowance)+c.Rate*dt, 0))
+	if tn.launched > allowed && slot.PeriodUs > 0 && c.Rate > 0 {
+		tn.wakeAt = min(slotNext(now, slot), now+20*time.Millisecond)
+		return false
+	}
+	return tn.covered(now, allowed, c.Rate)
 }
 
 // covered: whether allowed covers the launched counter. If not, a launch
@@ -88,4 +103,11 @@ func (tn *simTenant) covered(now time.Duration, allowed uint64, rate float64) bo
 		tn.wakeAt = now + min(w, 20*time.Millisecond)
 	}
 	return false
+}
+
+// slotNext is the slot's next start after now (compute.c slot_next).
+func slotNext(now time.Duration, s api.Slot) time.Duration {
+	P := time.Duration(s.PeriodUs) * time.Microsecond
+	into := ((now%P - time.Duration(s.StartUs)*time.Microsecond) + P) % P
+	return now + P - into
 }

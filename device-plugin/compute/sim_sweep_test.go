@@ -14,7 +14,8 @@ import (
 // a pair's costs, and how far each run lands from its targets, across
 // sample lags and start offsets, on an H200's terms (one sample a round
 // reading the whole device, 1/6 s device windows, power-capped clocks;
-// 40 us switches, or SIM_SWEEP_SWITCH_US). Mixes of different programs
+// 40 us switches, or SIM_SWEEP_SWITCH_US; SIM_SWEEP_NO_SLOTS: without
+// launch slots). Mixes of different programs
 // should split early; one program's pairs should not split at all (a false
 // split moves the GPU between them). An experiment, not a check:
 // docs/limiter.md quotes it.
@@ -59,6 +60,9 @@ func TestSimSplitSweep(t *testing.T) {
 			for _, off := range offsets {
 				specs := []simTenant{simT("a", m.ta, m.a), simT("b", m.tb, m.b)}
 				specs[1].start = off * time.Millisecond
+				// SIM_SWEEP_NO_SLOTS: a limiter that ignores the node's slots
+				specs[0].noSlots = os.Getenv("SIM_SWEEP_NO_SLOTS") != ""
+				specs[1].noSlots = specs[0].noSlots
 				specs = stretch(specs, 16.0/12)
 				fitted := time.Duration(-1)
 				boost := 0.2

@@ -50,6 +50,8 @@ type simTenant struct {
 	secs   float64
 	owned  bool // false: a process no tenant owns (no limiter, not listed)
 	rewind bool // rewinds its usage report every second
+	// noSlots: its limiter ignores the node's slots (libvcuda before them)
+	noSlots bool
 	// setup: listed from start on, it launches only after this long (a
 	// program importing, loading data: PyTorch took 3-5 s in the GPU check)
 	setup time.Duration
@@ -409,6 +411,7 @@ func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]floa
 			tn.step(t, g.now, g.speed())
 		}
 		g.run(simStep)
+
 	}
 	r.closeAll()
 	got := map[string]float64{}

@@ -47,7 +47,15 @@ struct vcuda_control_device {
 	uint64_t stamp_ns;      /* the node's CLOCK_MONOTONIC when allowance was set */
 	uint32_t mode;          /* enum vcuda_control_mode */
 	uint32_t period_us;     /* the node controller's period */
-	uint64_t reserved[2];   /* 0 */
+	/* Launch slots (0: none). Where several held-back containers share the GPU, the node gives
+	 * each a slot of every slot_period_us of CLOCK_MONOTONIC, [slot_start_us, + slot_len_us):
+	 * a launch beyond the allowance waits for its credit and, where that comes outside the
+	 * slot, for the slot's next start. The containers' queued work then takes turns instead of
+	 * time-slicing, which pays a context switch every slice. */
+	uint32_t slot_period_us;
+	uint32_t slot_start_us;
+	uint32_t slot_len_us;
+	uint32_t reserved; /* 0 */
 };
 
 struct vcuda_control {
@@ -81,6 +89,9 @@ _Static_assert(offsetof(struct vcuda_control_device, fallback_bits) == 24, "fall
 _Static_assert(offsetof(struct vcuda_control_device, stamp_ns) == 32, "stamp at 32");
 _Static_assert(offsetof(struct vcuda_control_device, mode) == 40, "mode at 40");
 _Static_assert(offsetof(struct vcuda_control_device, period_us) == 44, "period at 44");
+_Static_assert(offsetof(struct vcuda_control_device, slot_period_us) == 48, "slot period at 48");
+_Static_assert(offsetof(struct vcuda_control_device, slot_start_us) == 52, "slot start at 52");
+_Static_assert(offsetof(struct vcuda_control_device, slot_len_us) == 56, "slot length at 56");
 _Static_assert(offsetof(struct vcuda_control, dev) == 64, "control devices at 64");
 _Static_assert(sizeof(struct vcuda_control) == 64 + 64 * VCUDA_MAX_DEVICES, "control size");
 _Static_assert(sizeof(struct vcuda_usage_device) == 64, "usage device entry is one line");

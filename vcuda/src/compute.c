@@ -10,7 +10,9 @@
  * rate, or the local sampler's controller, sampler.c), capped so an idle container banks at
  * most VC_BURST_NS of it. A launch beyond the allowance sleeps until it catches up and
  * VC_QUANTUM_NS more (launches are served in the order they added), so a held-back
- * container launches in bursts of that much of its rate, not one kernel at a time.
+ * container launches in bursts of that much of its rate, not one kernel at a time. Where the
+ * node gives it a slot, the credit of each slot period comes at its slot's start (node.c),
+ * and a launch beyond it waits for the next start.
  * The cost of a launch is blocks x warps per block; of a graph, the sum over its kernel nodes
  * (measured at instantiate). The controller learns what a unit costs in GPU time.
  */
@@ -100,6 +102,12 @@ static uint64_t admit_wait(uint64_t short_by, uint64_t cost, double rate)
 	return w < 20000 ? 20000 : w > 20e6 ? 20000000 : (uint64_t)w;
 }
 
+/* Until a slot's next start: at least 20 us, at most 20 ms, then it looks again. */
+static uint64_t slot_wait(uint64_t w)
+{
+	return w < 20000 ? 20000 : w > 20000000 ? 20000000 : w;
+}
+
 CUresult vc_admit_slow(int idx, uint64_t c, uint64_t cost)
 {
 	struct vc_region_dev *rd = &vcg.region->dev[idx];
@@ -123,8 +131,9 @@ CUresult vc_admit_slow(int idx, uint64_t c, uint64_t cost)
 			}
 			/* wait for it: never for the local credit, which runs at the local rate
 			 * (a lone 10% container ran the whole GPU on it while the node allowed
-			 * 10%, fake driver) */
-			wait = admit_wait(c - allowed, cost, nv.rate);
+			 * 10%, fake driver); with a slot, until its next start */
+			uint64_t next = vc_node_slot_next(&nv, now);
+			wait = next ? slot_wait(next - now) : admit_wait(c - allowed, cost, nv.rate);
 		} else if (mode == VC_MODE_UNLIMITED ||
 			   (node == VC_NODE_NEVER && vcg.dev[idx].core >= 100)) {
 			raise_refilled(rd, c);

@@ -131,6 +131,9 @@ static int read_entry(int idx, struct vc_node_view *v, uint64_t *seq)
 		v->stamp_ns = __atomic_load_n(&d->stamp_ns, __ATOMIC_ACQUIRE);
 		v->rate = vc_bits2d(__atomic_load_n(&d->rate_bits, __ATOMIC_ACQUIRE));
 		v->fallback = vc_bits2d(__atomic_load_n(&d->fallback_bits, __ATOMIC_ACQUIRE));
+		v->slot_period_us = __atomic_load_n(&d->slot_period_us, __ATOMIC_ACQUIRE);
+		v->slot_start_us = __atomic_load_n(&d->slot_start_us, __ATOMIC_ACQUIRE);
+		v->slot_len_us = __atomic_load_n(&d->slot_len_us, __ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&d->seq, __ATOMIC_ACQUIRE) == s1) {
 			*seq = s1;
 			return 1;
@@ -169,11 +172,28 @@ int vc_node_state(int idx, uint64_t now, struct vc_node_view *v)
 	return v->fallback > 0 ? VC_NODE_STALE : VC_NODE_NEVER;
 }
 
+/* With a slot (vcuda_control.h), the next start of it after now (CLOCK_MONOTONIC, which the
+ * node and every container on the host share); 0 without one. */
+uint64_t vc_node_slot_next(const struct vc_node_view *v, uint64_t now)
+{
+	if (!v->slot_period_us || v->slot_start_us >= v->slot_period_us || v->rate <= 0)
+		return 0;
+	uint64_t P = 1000ull * v->slot_period_us, start = 1000ull * v->slot_start_us;
+	uint64_t into = (now % P + P - start) % P;
+	return now + P - into;
+}
+
 /* The node's allowance now: what it set at stamp_ns plus its rate since, for at most two
  * periods (a late heartbeat never turns into unbounded credit; clocks of another time
- * namespace are clamped the same way). */
+ * namespace are clamped the same way). With a slot, a slot period's credit comes at once, at
+ * the slot's start: the allowance at the slot's next start. A held-back container then
+ * launches a period's worth at its slot's start and waits for the next, so its queue has
+ * drained by the time the next container's slot starts. */
 uint64_t vc_node_allowed(const struct vc_node_view *v, uint64_t now)
 {
+	uint64_t next = vc_node_slot_next(v, now);
+	if (next)
+		now = next;
 	uint64_t dt = now > v->stamp_ns ? now - v->stamp_ns : 0, cap = 2000ull * v->period_us;
 	if (dt > cap)
 		dt = cap;

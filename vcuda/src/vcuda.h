@@ -229,11 +229,13 @@ struct vc_node_view {
 	uint32_t mode, period_us;
 	uint64_t allowance, stamp_ns;
 	double rate, fallback;
+	uint32_t slot_period_us, slot_start_us, slot_len_us;
 };
 int vc_usage_attach(char *err, size_t errlen) VC_HIDDEN;
 void vc_control_attach(void) VC_HIDDEN;
 int vc_node_state(int idx, uint64_t now, struct vc_node_view *v) VC_HIDDEN;
 uint64_t vc_node_allowed(const struct vc_node_view *v, uint64_t now) VC_HIDDEN;
+uint64_t vc_node_slot_next(const struct vc_node_view *v, uint64_t now) VC_HIDDEN;
 void vc_node_tick(int idx, uint64_t now) VC_HIDDEN;
 static inline uint64_t vc_launched(int idx)
 {

@@ -21,7 +21,7 @@ int t_harness_take_failure(char *why, size_t n);
 	X(compute_accuracy_4proc_large) X(compute_local_start_no_overshoot) X(compute_launch_variants) X(compute_two_containers_1_9) \
 	X(compute_balance_bursts_and_gives_back) X(compute_pid_namespace_fallback)           \
 	X(node_allowance_obeyed) X(node_unlimited) X(node_stale_holds_fallback)               \
-	X(node_rules_over_local_rate) X(node_bursts)                                           \
+	X(node_rules_over_local_rate) X(node_bursts) X(node_slots)                                           \
 	X(context_counted_on_every_path) X(context_shared_cap_across_processes)                 \
 	X(context_larger_than_cap_refused) X(workload_tool_json)                          \
 	X(nvml_running_processes_host_pids) X(nvml_process_utilization_host_pids)     \
