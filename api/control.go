@@ -61,14 +61,15 @@ type ControlDevice struct {
 	StampNs   uint64  // CLOCK_MONOTONIC of the node
 	Mode      ControlMode
 	PeriodUs  uint32
-	// Slot, where several held-back tenants share the GPU: a launch beyond
-	// the allowance waits for its credit and, where that comes outside the
-	// slot, for the slot's next start (zero: no slot).
+	// Slot, where several held-back tenants share the GPU: the limiter
+	// takes a slot period's credit at the slot's start, and a launch beyond
+	// it waits for the next start (zero: no slot).
 	Slot Slot
 }
 
-// Slot is a tenant's part of every Period of CLOCK_MONOTONIC, from Start
-// for Len (microseconds): the time its held-back launches are released in.
+// Slot is a tenant's part of every PeriodUs of CLOCK_MONOTONIC, from
+// StartUs for LenUs (microseconds); the limiter reads the start, the length
+// is the node's plan (the target's part of the period).
 type Slot struct {
 	PeriodUs, StartUs, LenUs uint32
 }

@@ -105,7 +105,7 @@ func (tn *simTenant) covered(now time.Duration, allowed uint64, rate float64) bo
 	return false
 }
 
-// slotNext is the slot's next start after now (compute.c slot_next).
+// slotNext is the slot's next start after now (node.c vc_node_slot_next).
 func slotNext(now time.Duration, s api.Slot) time.Duration {
 	P := time.Duration(s.PeriodUs) * time.Microsecond
 	into := ((now%P - time.Duration(s.StartUs)*time.Microsecond) + P) % P

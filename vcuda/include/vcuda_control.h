@@ -48,10 +48,12 @@ struct vcuda_control_device {
 	uint32_t mode;          /* enum vcuda_control_mode */
 	uint32_t period_us;     /* the node controller's period */
 	/* Launch slots (0: none). Where several held-back containers share the GPU, the node gives
-	 * each a slot of every slot_period_us of CLOCK_MONOTONIC, [slot_start_us, + slot_len_us):
-	 * a launch beyond the allowance waits for its credit and, where that comes outside the
-	 * slot, for the slot's next start. The containers' queued work then takes turns instead of
-	 * time-slicing, which pays a context switch every slice. */
+	 * each a slot of every slot_period_us of CLOCK_MONOTONIC, [slot_start_us, + slot_len_us),
+	 * the slots one after the other: the limiter takes a slot period's credit at once, at its
+	 * slot's start, and a launch beyond it waits for the next start. The containers' queued
+	 * work then takes turns instead of time-slicing, which pays a context switch every slice.
+	 * slot_len_us is the node's plan (the target's part of the period); the limiter reads only
+	 * the start. */
 	uint32_t slot_period_us;
 	uint32_t slot_start_us;
 	uint32_t slot_len_us;
