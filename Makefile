@@ -193,7 +193,7 @@ gpu-bundle: limiter
 	$(MAKE) --no-print-directory -C vcuda floor
 	strip --strip-debug -o $(GPU_BUNDLE)/libvcuda.so vcuda/_build/libvcuda.so
 	cp cmd/vgpu-gpu-check/programs/torch_check.py cmd/vgpu-gpu-check/programs/cupy_check.py cmd/vgpu-gpu-check/programs/vgpu_start.py \
-		cmd/vgpu-gpu-check/programs/probe.cu $(GPU_BUNDLE)/programs/
+		cmd/vgpu-gpu-check/programs/probe.cu cmd/vgpu-gpu-check/programs/slicing.cu $(GPU_BUNDLE)/programs/
 	cp cmd/vgpu-gpu-check/bundle/run.sh $(GPU_BUNDLE)/run.sh && chmod +x $(GPU_BUNDLE)/run.sh
 	@if grep -rl -e '$(ROOT)' -e '$(GOMODCACHE)' $(GPU_BUNDLE); then \
 		echo "gpu-bundle: the files above name paths of this machine; build with -trimpath and strip debug info"; exit 1; fi
@@ -227,7 +227,7 @@ gpu-bundle-smoke: gpu-bundle
 		{ echo "gpu-bundle-smoke: the bundle's mps rows failed on the fake driver and the fake MPS control daemon (exit $$rc)"; exit 1; }
 
 # A rehearsal of a GPU draw: the bundle's binary runs every share row (single, pair, mixed,
-# triple, balance; 10 s tenants, ~2.5 min) on the fake driver behaving as the H200 did (one
+# triple, balance; 10 s tenants, ~2.5 min) and the slicing rows on the fake driver behaving as the H200 did (one
 # per-process sample a round reading the whole device, device samples every 200 ms) and
 # time-slicing contexts (2 ms slices, 170 us switches: two unlimited tenants get 46 + 46% of
 # their solo rates, as two on the H200 got 45.9 + 45.9), its clocks power-capped (kernels up
@@ -243,7 +243,8 @@ gpu-bundle-rehearsal: gpu-bundle
 		FAKEGPU_PROC_WHOLE=1 FAKEGPU_SAMPLE_US=200000 FAKEGPU_PROC_SAMPLE_US=200000 \
 		FAKEGPU_SLICE_US=2000 FAKEGPU_SWITCH_US=170 FAKEGPU_BOOST=0.2 FAKEGPU_CLOCK_MHZ=1473 FAKE_IMPORT_SECS=3 \
 		$(GPU_BUNDLE)/vgpu-gpu-check -lib $(GPU_BUNDLE)/libvcuda.so -programs $(ROOT)/cmd/vgpu-gpu-check/testdata/fake \
-		-probe $(ROOT)/cmd/vgpu-gpu-check/testdata/fake/probe -use pytorch,probe -only single,pair,mixed,triple,balance \
+		-probe $(ROOT)/cmd/vgpu-gpu-check/testdata/fake/probe -slicing $(ROOT)/cmd/vgpu-gpu-check/testdata/fake/slicing \
+		-use pytorch,probe -only single,pair,slicing,mixed,triple,balance \
 		-seconds 10 -cap-mib 2048 -deadline 6m -work $$fk -out $(OUT)/gpu-bundle-rehearsal.txt -trace $(OUT)/gpu-bundle-rehearsal.trace \
 		2>$(OUT)/gpu-bundle-rehearsal.log
 

@@ -323,23 +323,21 @@ func fitSummary(fitted, periods int) string {
 func (h *host) runTogether(ctx context.Context, progs map[string]*program, ts []tenantSpec, secs float64, solo map[string]float64,
 	line *startLine, each func(i int) (*tenant, []string, func(pid int))) ([]float64, error) {
 	got := make([]float64, len(ts))
-	errs := make([]error, len(ts))
-	exited := make(chan struct{})
-	var once sync.Once
-	var wg sync.WaitGroup
-	for i := range ts {
-		t, env, started := each(i)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer once.Do(func() { close(exited) })
-			var res struct{ Rate float64 }
-			errs[i] = h.exec(ctx, t, progs[programOf(ts[i].Work)].cmd, append(env, line.env(i)...), &res, started, workArgs(ts[i].Work, secs)...)
-			got[i] = 100 * res.Rate / solo[ts[i].Work]
-		}()
+	type setup struct {
+		t       *tenant
+		env     []string
+		started func(pid int)
 	}
-	line.watch(ctx, exited)
-	wg.Wait()
+	su := make([]setup, len(ts))
+	for i := range ts {
+		su[i].t, su[i].env, su[i].started = each(i)
+	}
+	errs := line.together(ctx, len(ts), func(i int) error {
+		var res struct{ Rate float64 }
+		err := h.exec(ctx, su[i].t, progs[programOf(ts[i].Work)].cmd, append(su[i].env, line.env(i)...), &res, su[i].started, workArgs(ts[i].Work, secs)...)
+		got[i] = 100 * res.Rate / solo[ts[i].Work]
+		return err
+	})
 	for i, err := range errs {
 		if err != nil {
 			return got, fmt.Errorf("tenant %d (%s %d): %w", i+1, ts[i].Work, ts[i].Cores, err)

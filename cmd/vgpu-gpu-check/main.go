@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -109,7 +110,10 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	if err := h.prepare(); err != nil {
 		return err
 	}
-	c := &check{o: o, h: h, progs: progs, solo: map[string]float64{}}
+	c := &check{o: o, h: h, progs: progs, solo: map[string]float64{}, slicing: &program{missing: "not planned"}}
+	if slices.Contains(o.groups, "slicing") {
+		c.slicing = slicingProgram(ctx, o, o.work)
+	}
 	e := executor{deadline: start.Add(o.deadline), timeout: o.timeout, now: time.Now, run: c.run}
 	outs := e.execute(ctx, rows, func(oc outcome) { fmt.Fprint(w, oc.render()) })
 	if err := c.stopMPS(); err != nil {
@@ -166,6 +170,9 @@ type check struct {
 	progs map[string]*program
 	solo  map[string]float64 // rate of each workload alone, from its solo row
 	mps   *mpsRun            // the mps rows' control daemon (nil: not started)
+	// slicing: the slicing rows' program (found or built when they are
+	// planned; else missing says why not)
+	slicing *program
 }
 
 // tracer opens a share row's trace for its tenants (nil without -trace).
@@ -256,6 +263,8 @@ func (c *check) run(ctx context.Context, r row) (result, error) {
 		return res, err
 	case kindMPS, kindMPSMemory:
 		return c.runMPS(ctx, r)
+	case kindSlicing:
+		return c.runSlicing(ctx, r)
 	}
 	return result{}, fmt.Errorf("row %q: unknown kind %d", r.Name, r.Kind)
 }

@@ -16,6 +16,7 @@ type options struct {
 	work        string        // scratch dir ("" = a new temp dir)
 	programsDir string        // the programs' sources ("" = the copies compiled into the binary)
 	probe       string        // the CUDA C probe: "" = build it with nvcc if present, "off", or a built binary
+	slicing     string        // the slicing rows' program (slicing.cu), as probe
 	out         string        // also write the table here
 	trace       string        // write each share row's controller periods here ("" = none)
 	deadline    time.Duration // the whole run
@@ -31,7 +32,7 @@ type options struct {
 
 // groupOrder lists the row groups in the order they run.
 func groupOrder() []string {
-	return []string{"context", "memory", "single", "pair", "mixed", "triple", "balance", "mps"}
+	return []string{"context", "memory", "single", "pair", "slicing", "mixed", "triple", "balance", "mps"}
 }
 
 // programNames lists the programs the check knows.
@@ -46,6 +47,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.work, "work", "", "scratch directory (default: a new temp dir)")
 	fs.StringVar(&o.programsDir, "programs", "", "directory with torch_check.py, cupy_check.py and probe.cu (default: the copies built into this binary)")
 	fs.StringVar(&o.probe, "probe", "", `the CUDA C probe: a binary built from probe.cu, "off", or empty to build it here with nvcc`)
+	fs.StringVar(&o.slicing, "slicing", "", `the slicing rows' program: a binary built from slicing.cu, "off", or empty to build it here with nvcc`)
 	fs.StringVar(&o.out, "out", "", "also write the table to this file")
 	fs.StringVar(&o.trace, "trace", "", "write each share row's controller periods (busy, clock, each tenant's target, measured share, cost, rate) to a .tsv in this directory")
 	fs.DurationVar(&o.deadline, "deadline", 7*time.Minute+30*time.Second, "total deadline; rows that no longer fit are reported as skipped")

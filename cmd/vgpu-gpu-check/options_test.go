@@ -38,7 +38,7 @@ func TestParseOptions(t *testing.T) {
 					t.Errorf("got %+v", o)
 				}
 			}},
-		{name: "unknown group names the valid ones", args: []string{"-only", "pairs"}, wantErr: `-only: unknown "pairs"; use a comma list of context,memory,single,pair,mixed,triple,balance,mps`},
+		{name: "unknown group names the valid ones", args: []string{"-only", "pairs"}, wantErr: `-only: unknown "pairs"; use a comma list of context,memory,single,pair,slicing,mixed,triple,balance,mps`},
 		{name: "-skip leaves the mps rows out", args: []string{"-skip", "mps"}, check: func(t *testing.T, o options) {
 			if d := cmp.Diff(groupOrder()[:len(groupOrder())-1], o.groups); d != "" {
 				t.Errorf("groups (-want +got):\n%s", d)

@@ -16,6 +16,7 @@ const (
 	kindShare                    // tenants together under the node's compute controller
 	kindMPS                      // tenants together as clients of one MPS server (mpsrows.go)
 	kindMPSMemory                // the memory cap of an MPS client on one allocation path
+	kindSlicing                  // the GPU's own time slicing, no limiter (slicing.go)
 )
 
 // tenantSpec is one tenant of a share row.
@@ -49,7 +50,8 @@ type row struct {
 	// in 16 s, simulated).
 	Secs   float64
 	Budget time.Duration
-	Skip   string // set when the flags leave this row out of reach
+	Skip   string  // set when the flags leave this row out of reach
+	Slots  []*slot // slicing: a tenant each, its launch slot (nil: back to back)
 }
 
 // programOf is the program that runs a workload.
@@ -75,7 +77,8 @@ func memPaths(program string) []string {
 
 // budgets is the planned time of a program's context row and of each of its
 // memory rows on an H100, process start included (importing PyTorch and
-// opening a context take 3-5 s, CuPy 2-3 s, the probe < 1 s).
+// opening a context take 3-5 s, CuPy 2-3 s, the probe < 1 s: its rows took
+// 0.3-1.3 s on the H200).
 func budgets(program string) (context, memory time.Duration) {
 	switch program {
 	case "pytorch":
@@ -83,8 +86,12 @@ func budgets(program string) (context, memory time.Duration) {
 	case "cupy":
 		return 6 * time.Second, 8 * time.Second
 	}
-	return 3 * time.Second, 4 * time.Second
+	return 2 * time.Second, 2 * time.Second
 }
+
+// slicingBudget: a slicing row's tenants launch slicingSecs after setting
+// up (a context and two calibration runs: under a second).
+const slicingBudget = 5 * time.Second
 
 // mixedFactor: of -seconds, how long the mixed rows' tenants run (row.Secs).
 const mixedFactor = 1.6
@@ -181,6 +188,18 @@ func plan(o options) []row {
 			share(g, fixed(w, 30, 60)...)
 			share(g, fixed(w, 50, 50)...)
 			unlimited(g, w, w)
+		case "slicing":
+			// two tenants back to back, then in slots of 20 ms each of 40 (as
+			// libvcuda's on an H200) filled to 90, 95 and 100% of their length:
+			// on the fakes a full slot's queue runs into the next slot and the
+			// two time-slice from then on (the full GPU's rows' loss), one
+			// filled to 90% hands the GPU over once a slot
+			rows = append(rows, row{Group: g, Name: "back to back x2", Kind: kindSlicing,
+				Slots: []*slot{nil, nil}, Budget: slicingBudget})
+			for _, fill := range []float64{0.9, 0.95, 1} {
+				rows = append(rows, row{Group: g, Name: fmt.Sprintf("slots 20+20 of 40 ms, fill %.2f", fill), Kind: kindSlicing,
+					Slots: []*slot{{40000, 0, 20000, fill}, {40000, 20000, 20000, fill}}, Budget: slicingBudget})
+			}
 		case "mixed":
 			longer(share(g, tenantSpec{Work: "pytorch", Cores: 30}, tenantSpec{Work: "probe-elem", Cores: 60}))
 			longer(share(g, tenantSpec{Work: "pytorch", Cores: 50}, tenantSpec{Work: "probe-elem", Cores: 50}))

@@ -42,6 +42,7 @@ func TestPlan(t *testing.T) {
 			"memory: probe/pitch", "memory: probe/vmm",
 			"single: solo pytorch", "single: pytorch 10", "single: pytorch 30", "single: pytorch 50", "single: pytorch 70", "single: pytorch 90",
 			"pair: pytorch 30+60", "pair: pytorch 50+50", "pair: pytorch unlimited x2",
+			"slicing: back to back x2", "slicing: slots 20+20 of 40 ms, fill 0.90", "slicing: slots 20+20 of 40 ms, fill 0.95", "slicing: slots 20+20 of 40 ms, fill 1.00",
 			"mixed: solo probe-elem", "mixed: pytorch 30 + probe-elem 60", "mixed: pytorch 50 + probe-elem 50",
 			"mixed: pytorch + probe-elem unlimited",
 			"triple: pytorch 20+30+40",
@@ -62,6 +63,8 @@ func TestPlan(t *testing.T) {
 			"mixed: pytorch + probe-elem unlimited [skip: probe is not in -use]"}},
 		{name: "another share program", args: []string{"-only", "triple,balance", "-share-program", "cupy", "-use", "cupy"}, want: []string{
 			"triple: solo cupy", "triple: cupy 20+30+40", "balance: cupy 50 + balance 30"}},
+		{name: "the slicing rows need no program of -use", args: []string{"-only", "slicing", "-use", "cupy"}, want: []string{
+			"slicing: back to back x2", "slicing: slots 20+20 of 40 ms, fill 0.90", "slicing: slots 20+20 of 40 ms, fill 0.95", "slicing: slots 20+20 of 40 ms, fill 1.00"}},
 		{name: "memory rows of the programs in -use only", args: []string{"-only", "memory", "-use", "cupy"}, want: []string{"memory: cupy/default"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 // The tenants' sources. The gpu bundle carries them as files (programs/);
 // `go run` uses these copies.
 //
-//go:embed programs/torch_check.py programs/cupy_check.py programs/vgpu_start.py programs/probe.cu
+//go:embed programs/torch_check.py programs/cupy_check.py programs/vgpu_start.py programs/probe.cu programs/slicing.cu
 var programSources embed.FS
 
 // program is a CUDA program the check runs as a tenant; see the comment at
@@ -105,28 +105,42 @@ func findPrograms(ctx context.Context, o options, work string) map[string]*progr
 
 // probe finds or builds the CUDA C probe.
 func probe(ctx context.Context, o options, work string) ([]string, string) {
-	switch o.probe {
+	return cudaProgram(ctx, o, work, "probe", o.probe, "-lcuda")
+}
+
+// slicingProgram finds or builds the slicing rows' program (slicing.cu).
+func slicingProgram(ctx context.Context, o options, work string) *program {
+	p := &program{name: "slicing"}
+	p.cmd, p.missing = cudaProgram(ctx, o, work, "slicing", o.slicing)
+	return p
+}
+
+// cudaProgram finds or builds a CUDA C program: flag is its flag's value
+// ("" = build name.cu here with nvcc, "off", or a built binary).
+func cudaProgram(ctx context.Context, o options, work, name, flag string, libs ...string) ([]string, string) {
+	switch flag {
 	case "off":
-		return nil, "-probe off (run.sh: nvcc missing or the build failed; see its log)"
+		return nil, fmt.Sprintf("-%s off (run.sh: nvcc missing or the build failed; see its log)", name)
 	case "":
 	default:
-		if st, err := os.Stat(o.probe); err != nil || st.Mode()&0o111 == 0 {
-			return nil, fmt.Sprintf("-probe %s is not an executable (build it: nvcc -O2 -o probe probe.cu -lcuda)", o.probe)
+		if st, err := os.Stat(flag); err != nil || st.Mode()&0o111 == 0 {
+			return nil, fmt.Sprintf("-%s %s is not an executable (build it: nvcc -O2 -o %s %s.cu%s)", name, flag, name, name, strings.Join(append([]string{""}, libs...), " "))
 		}
-		return []string{o.probe}, ""
+		return []string{flag}, ""
 	}
 	nvcc, err := exec.LookPath("nvcc")
 	if err != nil {
-		return nil, "nvcc not found: install the CUDA toolkit or pass -probe"
+		return nil, fmt.Sprintf("nvcc not found: install the CUDA toolkit or pass -%s", name)
 	}
-	src, err := source(o.programsDir, work, "probe.cu")
+	src, err := source(o.programsDir, work, name+".cu")
 	if err != nil {
 		return nil, err.Error()
 	}
-	bin := filepath.Join(work, "probe")
+	bin := filepath.Join(work, name)
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	if b, err := exec.CommandContext(cctx, nvcc, "-O2", "-o", bin, src, "-lcuda").CombinedOutput(); err != nil {
+	args := append([]string{"-O2", "-o", bin, src}, libs...)
+	if b, err := exec.CommandContext(cctx, nvcc, args...).CombinedOutput(); err != nil {
 		return nil, fmt.Sprintf("nvcc %s: %v: %s", src, err, lastLine(string(b)))
 	}
 	return []string{bin}, ""
@@ -153,9 +167,17 @@ func nvccVersion(ctx context.Context) string {
 // runJSON runs a command on the host and decodes the first JSON line of its
 // stdout into out.
 func runJSON(ctx context.Context, d time.Duration, out any, name string, args ...string) error {
+	return runJSONEnv(ctx, d, nil, out, name, args...)
+}
+
+// runJSONEnv is runJSON with env added to the check's environment.
+func runJSONEnv(ctx context.Context, d time.Duration, env []string, out any, name string, args ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.WaitDelay = 5 * time.Second
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

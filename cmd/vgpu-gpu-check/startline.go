@@ -102,3 +102,23 @@ func (l *startLine) after(ctx context.Context, f func()) {
 		f()
 	}
 }
+
+// together runs f for each of n tenants at once, starts them from the line
+// (once every one is ready, or one has ended) and returns each one's error.
+func (l *startLine) together(ctx context.Context, n int, f func(i int) error) []error {
+	errs := make([]error, n)
+	exited := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer once.Do(func() { close(exited) })
+			errs[i] = f(i)
+		}()
+	}
+	l.watch(ctx, exited)
+	wg.Wait()
+	return errs
+}

@@ -67,6 +67,9 @@ type Summary struct {
 	// UtilShare is the process's busy time on its GPU over the second half of
 	// the launch period, from the fake driver's own accounting (0..1).
 	UtilShare *float64 `json:"util_share"`
+	// KernelNs: one kernel's GPU time on the fake driver at full load
+	// (null without it)
+	KernelNs *int64 `json:"kernel_ns"`
 }
 
 // AllocatableMiB is how much the workload could hold in all: held plus

@@ -69,6 +69,12 @@ struct fk_kern {
 
 _Static_assert(sizeof(struct fk_kern) == 24, "fk_kern is part of the state file layout");
 
+/* fakegpu_ran's record (test API): one run of a process on the engine, in the fake's clock
+ * (CLOCK_MONOTONIC ns, the same for every process) */
+struct fakegpu_span {
+	uint64_t start, end;
+};
+
 struct fk_pidslot {
 	int32_t pid;
 	uint32_t pad;
@@ -161,6 +167,7 @@ struct fk_state *fk_peek(const char *uuid);
 int fk_mem_take(int dev, uint64_t size);
 void fk_mem_give(int dev, uint64_t size);
 void fk_launch(int dev, uint64_t blocks);
+uint64_t fk_kernel_ns(uint64_t blocks);
 double fk_speed(int dev);
 void fk_enqueue(int dev, uint64_t dur);
 struct fk_pidslot *fk_pid_slot(struct fk_dev *d, int pid); /* the caller's slot, under the lock */
@@ -169,6 +176,8 @@ int fk_sliced(const struct fk_state *s);
 void fk_slice_run_locked(struct fk_state *s, uint64_t now);
 void fk_slice_enqueue(struct fk_dev *d, uint64_t dur);
 void fk_slice_sync(struct fk_dev *d);
+int fk_ran_locked(struct fk_state *s, int slot, int32_t pid, uint64_t from, struct fakegpu_span *out,
+		  int max, uint64_t *next);
 void fk_sync(int dev);
 uint64_t fk_busy_locked(struct fk_state *s, int slot, uint64_t t);
 int fk_slot_locked(struct fk_state *s, int pid, uint64_t pidns);

@@ -334,6 +334,37 @@ FK_EXPORT int fakegpu_busy_ns(const char *uuid, const int *pids, int npids, uint
 	return 0;
 }
 
+/* The runs on the engine of process pid (as the caller's pid namespace knows it; a process asks
+ * for its own with getpid()) on device uuid, from ring index from on, oldest first: at most max
+ * into out, and *next, the index to ask from next time. Start with max 0, which only sets *next
+ * to the ring's end now; then poll: no run is missed while the ring (FK_RING entries, every
+ * process's and the context switches) has not wrapped past *next. Times are the fake's clock
+ * (CLOCK_MONOTONIC ns). A sliced device's timeline is played forward to now first; a FIFO
+ * device's entries may lie ahead of now (its timeline is fixed at launch). An MPS client's
+ * kernels are not in the ring. Returns how many runs, or -1 (no such device state, a negative
+ * max, from past the ring's end) or -2 (the ring wrapped past from: runs were lost; *next is
+ * the oldest index it still holds). */
+FK_EXPORT int fakegpu_ran(const char *uuid, int pid, uint64_t from, struct fakegpu_span *out,
+			  int max, uint64_t *next)
+{
+	struct fk_state *s = fk_peek(uuid);
+	if (!s)
+		return -1;
+	fk_lock(s);
+	int slot = fk_slot_locked(s, pid, fk.pidns);
+	int n = fk_ran_locked(s, slot, pid, from, out, max, next);
+	fk_unlock(s);
+	return n;
+}
+
+/* One kernel of blocks at full load (no FAKEGPU_BOOST), in ns: this program's time per block
+ * (FAKEGPU_NS_PER_BLOCK or fakegpu_set_ns_per_block) times blocks, at least FAKEGPU_LAUNCH_NS. */
+FK_EXPORT uint64_t fakegpu_kernel_ns(uint64_t blocks)
+{
+	fk_init(); /* reads the environment first, devices or not */
+	return fk_kernel_ns(blocks);
+}
+
 FK_EXPORT int fakegpu_mem(const char *uuid, uint64_t *used, uint64_t *peak)
 {
 	struct fk_state *s = fk_peek(uuid);

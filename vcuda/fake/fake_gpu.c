@@ -319,11 +319,24 @@ struct fk_pidslot *fk_pid_slot(struct fk_dev *d, int pid)
 	return p;
 }
 
+/* The program's time per block times blocks. */
+static uint64_t blocks_ns(uint64_t blocks)
+{
+	uint64_t ns = __atomic_load_n(&fk.ns_per_block, __ATOMIC_RELAXED);
+	return blocks > UINT64_MAX / (ns ? ns : 1) ? UINT64_MAX / 2 : blocks * ns;
+}
+
+/* A kernel of blocks at full load (no FAKEGPU_BOOST): never less than the launch overhead. */
+uint64_t fk_kernel_ns(uint64_t blocks)
+{
+	uint64_t dur = blocks_ns(blocks);
+	return dur < fk.launch_ns ? fk.launch_ns : dur;
+}
+
 /* A kernel of blocks: the program's time per block, never less than the launch overhead. */
 void fk_launch(int dev, uint64_t blocks)
 {
-	uint64_t ns = __atomic_load_n(&fk.ns_per_block, __ATOMIC_RELAXED);
-	uint64_t dur = blocks > UINT64_MAX / (ns ? ns : 1) ? UINT64_MAX / 2 : blocks * ns;
+	uint64_t dur = blocks_ns(blocks);
 	if (fk.boost_ppm)
 		dur = (uint64_t)((double)dur / fk_speed(dev));
 	fk_enqueue(dev, dur < fk.launch_ns ? fk.launch_ns : dur);

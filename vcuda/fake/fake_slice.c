@@ -122,3 +122,44 @@ void fk_slice_sync(struct fk_dev *d)
 	}
 }
 
+/* Whether the ring's newest entry may still grow: the run of the context on the engine, played
+ * up to ran_to (ran_locked extends it while that context keeps the engine). FIFO entries are
+ * final when appended. */
+static int newest_open(const struct fk_state *s)
+{
+	if (!fk_sliced(s) || !s->nkern || s->cur < 0)
+		return 0;
+	const struct fk_kern *k = &s->ring[(s->nkern - 1) % FK_RING];
+	return k->slot == (uint32_t)s->cur && k->end == s->ran_to;
+}
+
+/* The runs of pid slot `slot` (-1: none) held by pid, from ring index `from` on, oldest first, at
+ * most max into out; *next is where to go on. A sliced timeline is played forward to now first,
+ * and its newest run, which may still grow, is left for the next call. max 0: *next is the
+ * ring's end now. -1: a negative max, or from past the ring's end; -2: the ring has wrapped
+ * past from (*next: the oldest entry it still holds). */
+int fk_ran_locked(struct fk_state *s, int slot, int32_t pid, uint64_t from, struct fakegpu_span *out,
+		  int max, uint64_t *next)
+{
+	if (fk_sliced(s))
+		fk_slice_run_locked(s, fk_now());
+	uint64_t end = s->nkern - (uint64_t)newest_open(s), i = from;
+	if (max == 0) {
+		*next = end;
+		return 0;
+	}
+	if (max < 0 || from > s->nkern)
+		return -1;
+	if (s->nkern - from > FK_RING) {
+		*next = s->nkern - FK_RING;
+		return -2;
+	}
+	int n = 0;
+	for (; i < end && n < max; i++) {
+		const struct fk_kern *k = &s->ring[i % FK_RING];
+		if (slot >= 0 && k->slot == (uint32_t)slot && k->pid == pid)
+			out[n++] = (struct fakegpu_span){ k->start, k->end };
+	}
+	*next = i;
+	return n;
+}

@@ -23,7 +23,8 @@ int t_harness_take_failure(char *why, size_t n);
 	X(node_allowance_obeyed) X(node_unlimited) X(node_stale_holds_fallback)               \
 	X(node_rules_over_local_rate) X(node_bursts) X(node_slots)                                           \
 	X(context_counted_on_every_path) X(context_shared_cap_across_processes)                 \
-	X(context_larger_than_cap_refused) X(workload_tool_json)                          \
+	X(context_larger_than_cap_refused) X(workload_tool_json) X(workload_stamps_and_slots)   \
+	X(workload_slot_flag_checked)                                                          \
 	X(nvml_running_processes_host_pids) X(nvml_process_utilization_host_pids)     \
 	X(fake_models_the_gpu) X(fake_time_slices) X(mps_env_rules) X(mps_env_applied) X(mps_fake_speed)             \
 	X(mps_fake_client) X(mps_fake_pinned_limit) X(fake_power_capped_clocks)

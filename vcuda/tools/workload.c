@@ -10,7 +10,7 @@
  *    "cuda_free_mib":..,"nvml_total_mib":..,"nvml_used_mib":..,"alloc_chunk_mib":..,
  *    "allocated_bytes":..,"alloc_error":2,"launches":..,"launch_seconds":..,
  *    "half_launches":..,"half_seconds":..,"end_cuda_free_mib":..,"end_nvml_used_mib":..,
- *    "util_share":0.301}
+ *    "util_share":0.301,"kernel_ns":200000}
  *   alloc_error is the CUresult that refused the next chunk (2 = CUDA_ERROR_OUT_OF_MEMORY;
  *   0 when --max-alloc-mib stopped it). end_* are the views after the launch period, while
  *   the held memory is still held.
@@ -18,6 +18,9 @@
  *   rate real benchmarks report, once a limiter has settled).
  *   util_share is this process's GPU busy time over the second half of the launch period,
  *   from the fake driver's own accounting (fakegpu_busy_ns); null without the fake driver.
+ *   kernel_ns is one kernel's GPU time on the fake at full load (fakegpu_kernel_ns: --grid x the
+ *   ns per block, at least FAKEGPU_LAUNCH_NS; FAKEGPU_BOOST runs kernels faster than this on a
+ *   lightly loaded device); null without the fake driver.
  *   On failure: {"ok":false,"error":"..."} and exit status 1.
  *
  * Flags:
@@ -38,34 +41,43 @@
  *   --duty F            fake driver only: keep this process's GPU busy time at F of the wall
  *                       time in each 500 ms (0 < F < 1; default 0: back to back), e.g. a foreign
  *                       process that takes a fifth of the GPU
+ *   --stamps FILE       fake driver only: write FILE, one line "START_NS END_NS" (decimal, the
+ *                       fake's clock: CLOCK_MONOTONIC ns) per interval this process ran on the
+ *                       engine over the launch period, in order (fakegpu_ran, read every 50 ms
+ *                       and after a final cuCtxSynchronize). Intervals that touch are joined;
+ *                       others the fake split (a context run in two entries) may stay split.
+ *                       Stands in for the real `slicing` program's per-kernel globaltimer stamps.
+ *   --slot PERIOD_US,START_US,LEN_US,FILL
+ *                       fake driver only: launch only at the starts of a periodic slot, when
+ *                       CLOCK_MONOTONIC in us modulo PERIOD_US is START_US (e.g.
+ *                       40000,0,20000,0.9 and 40000,20000,20000,0.9: two processes in turn):
+ *                       at once, as many launches as make FILL x LEN_US of kernel time
+ *                       (kernel_ns each, x N with --graph N; memsets not counted; at least one),
+ *                       then sleep to the next start without synchronizing. START_US <
+ *                       PERIOD_US, 0 < LEN_US <= PERIOD_US, 0 < FILL <= 1; not with --duty.
+ *                       More than FAKEGPU_MAX_QUEUE_US of work in a slot blocks its launches.
  */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "../include/cuda_api.h"
-#include "../include/nvml_api.h"
+#include "workload.h"
 
 #define MIB (1024ull * 1024ull)
 #define DUTY_BLOCK_NS 500000000ull /* --duty holds over blocks this long */
 
-struct opts {
-	int device;
-	unsigned long long chunk_mib, max_alloc_mib, hold_mib;
-	double seconds;
-	unsigned grid, block, graph;
-	unsigned long long ns_per_block, memset_kib;
-	double duty;
-};
-
-static double now_s(void)
+uint64_t mono_ns(void)
 {
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static double now_s(void)
+{
+	return (double)mono_ns() / 1e9;
 }
 
 static int fail(const char *what, int rc)
@@ -74,9 +86,28 @@ static int fail(const char *what, int rc)
 	return 1;
 }
 
+int err(struct run *r, const char *what, int rc)
+{
+	r->what = what;
+	r->rc = rc;
+	return -1;
+}
+
+static int parse_slot(const char *v, struct slot_opt *s)
+{
+	char tail;
+	int n = sscanf(v, "%llu,%llu,%llu,%lf%c", &s->period_us, &s->start_us, &s->len_us, &s->fill, &tail);
+	if (n == 4 && !strchr(v, '-') && s->period_us && s->start_us < s->period_us && s->len_us &&
+	    s->len_us <= s->period_us && s->fill > 0 && s->fill <= 1)
+		return 0;
+	fprintf(stderr, "workload: --slot wants PERIOD_US,START_US,LEN_US,FILL with START_US < PERIOD_US, "
+		"0 < LEN_US <= PERIOD_US and 0 < FILL <= 1, e.g. 40000,0,20000,0.9; got \"%s\"\n", v);
+	return -1;
+}
+
 static int parse(int argc, char **argv, struct opts *o)
 {
-	*o = (struct opts){ 0, 256, 0, 0, 2.0, 200, 256, 0, 0, 0, 0 };
+	*o = (struct opts){ .chunk_mib = 256, .seconds = 2.0, .grid = 200, .block = 256 };
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!v) {
@@ -106,12 +137,189 @@ static int parse(int argc, char **argv, struct opts *o)
 			o->memset_kib = strtoull(v, NULL, 10);
 		else if (strcmp(a, "--duty") == 0)
 			o->duty = atof(v);
-		else {
+		else if (strcmp(a, "--stamps") == 0)
+			o->stamps = v;
+		else if (strcmp(a, "--slot") == 0) {
+			if (parse_slot(v, &o->slot) != 0)
+				return -1;
+		} else {
 			fprintf(stderr, "workload: unknown flag %s (see the top of workload.c)\n", a);
 			return -1;
 		}
 	}
+	if (o->slot.period_us && o->duty > 0) {
+		fprintf(stderr, "workload: --slot and --duty do not go together\n");
+		return -1;
+	}
 	return o->chunk_mib && o->grid && o->block && o->duty >= 0 && o->duty < 1 ? 0 : -1;
+}
+
+static int list_devices(int n, char *out, size_t cap)
+{
+	size_t len = 0;
+	out[0] = '\0';
+	for (int i = 0; i < n; i++) {
+		CUdevice d;
+		CUuuid u;
+		const unsigned char *b = (const unsigned char *)u.bytes;
+		if (cuDeviceGet(&d, i) != CUDA_SUCCESS || cuDeviceGetUuid(&u, d) != CUDA_SUCCESS)
+			return -1;
+		len += (size_t)snprintf(out + len, cap - len,
+			"%s\"GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\"",
+			i ? "," : "", b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
+			b[11], b[12], b[13], b[14], b[15]);
+	}
+	return 0;
+}
+
+/* Allocates fixed-size chunks until refused (or --max-alloc-mib), then frees them; returns the
+ * CUresult that refused the next chunk. */
+static int alloc_until_refused(const struct opts *o, unsigned long long *allocated)
+{
+	size_t cap = 1024, count = 0;
+	CUdeviceptr *ptrs = malloc(cap * sizeof(*ptrs));
+	int rc = CUDA_SUCCESS;
+	*allocated = 0;
+	while (ptrs && (!o->max_alloc_mib || *allocated + o->chunk_mib * MIB <= o->max_alloc_mib * MIB)) {
+		if (count == cap && !(ptrs = realloc(ptrs, (cap *= 2) * sizeof(*ptrs))))
+			break;
+		if ((rc = cuMemAlloc_v2(&ptrs[count], o->chunk_mib * MIB)) != CUDA_SUCCESS)
+			break;
+		count++;
+		*allocated += o->chunk_mib * MIB;
+	}
+	for (size_t i = 0; i < count; i++)
+		cuMemFree_v2(ptrs[i]);
+	free(ptrs);
+	return rc;
+}
+
+/* ---- the launch period ---- */
+
+static int make_graph(struct run *r)
+{
+	CUgraphNode node;
+	CUDA_KERNEL_NODE_PARAMS_v2 p = { .func = r->f, .gridDimX = r->o->grid, .gridDimY = 1,
+					 .gridDimZ = 1, .blockDimX = r->o->block, .blockDimY = 1,
+					 .blockDimZ = 1 };
+	int rc;
+	if ((rc = cuGraphCreate(&r->graph, 0)) != CUDA_SUCCESS)
+		return err(r, "cuGraphCreate", rc);
+	for (unsigned i = 0; i < r->o->graph; i++)
+		if ((rc = cuGraphAddKernelNode_v2(&node, r->graph, NULL, 0, &p)) != CUDA_SUCCESS)
+			return err(r, "cuGraphAddKernelNode", rc);
+	if ((rc = cuGraphInstantiateWithFlags(&r->exec, r->graph, 0)) != CUDA_SUCCESS)
+		return err(r, "cuGraphInstantiate", rc);
+	return 0;
+}
+
+/* The function (or graph) to launch, the fake-only options, the memset buffer. */
+static int prepare(struct run *r, nvmlDevice_t h)
+{
+	const struct opts *o = r->o;
+	CUmodule m;
+	int rc;
+	find_fake(&r->fk);
+	r->pid = getpid();
+	r->have = r->fk.busy && nvmlDeviceGetUUID(h, r->uuid, sizeof(r->uuid)) == NVML_SUCCESS;
+	if (o->seconds > 0 && ((rc = cuModuleLoadData(&m, "workload")) != CUDA_SUCCESS ||
+			       (rc = cuModuleGetFunction(&r->f, m, "spin")) != CUDA_SUCCESS))
+		return err(r, "cuModuleGetFunction", rc);
+	if (o->ns_per_block && (!r->fk.set_ns || r->fk.set_ns(o->ns_per_block) != 0))
+		return err(r, "--ns-per-block needs the fake driver: fakegpu_set_ns_per_block", 0);
+	if (o->duty > 0 && !r->have)
+		return err(r, "--duty needs the fake driver: fakegpu_busy_ns", 0);
+	if (o->stamps && !(r->have && r->fk.ran))
+		return err(r, "--stamps needs the fake driver: fakegpu_ran", 0);
+	if (o->slot.period_us && !r->fk.kernel_ns)
+		return err(r, "--slot needs the fake driver: fakegpu_kernel_ns", 0);
+	r->kernel_ns = r->fk.kernel_ns ? r->fk.kernel_ns(o->grid) : 0; /* after --ns-per-block */
+	r->per_slot = o->slot.period_us ? slot_launches(o, r->kernel_ns) : 1;
+	if (o->seconds > 0 && o->graph && make_graph(r) != 0)
+		return -1;
+	if (o->seconds > 0 && o->memset_kib &&
+	    (rc = cuMemAlloc_v2(&r->buf, o->memset_kib << 10)) != CUDA_SUCCESS)
+		return err(r, "cuMemAlloc (--memset-kib)", rc);
+	return 0;
+}
+
+static int launch_one(struct run *r)
+{
+	int rc = r->exec ? cuGraphLaunch(r->exec, NULL)
+			 : cuLaunchKernel(r->f, r->o->grid, 1, 1, r->o->block, 1, 1, 0, NULL, NULL, NULL);
+	if (rc != CUDA_SUCCESS)
+		return err(r, r->exec ? "cuGraphLaunch" : "cuLaunchKernel", rc);
+	if (r->buf && (rc = cuMemsetD8_v2(r->buf, 0, r->o->memset_kib << 10)) != CUDA_SUCCESS)
+		return err(r, "cuMemsetD8", rc);
+	r->launches++;
+	return 0;
+}
+
+/* --duty: whether this process is ahead of its duty cycle; then it waits a millisecond. */
+static int duty_wait(struct run *r)
+{
+	uint64_t bn, tn;
+	r->fk.busy(r->uuid, &r->pid, 1, &bn, &tn);
+	/* per 500 ms, not since the start: a process with steady demand that was held back does
+	 * not repay it later (a cumulative duty of 0.2 read 10.7 to 27.9% over the closed loop's
+	 * measured window) */
+	if (tn - r->dt >= DUTY_BLOCK_NS) {
+		r->dstart = bn;
+		r->dt = tn;
+	}
+	if ((double)(bn - r->dstart) <= r->o->duty * (double)(tn - r->dt))
+		return 0;
+	struct timespec ts = { 0, 1000000 };
+	nanosleep(&ts, NULL);
+	return 1;
+}
+
+/* Launches for --seconds (back to back, held to --duty, or at --slot starts); measures this
+ * process's share over the second half. */
+static int launch_period(struct run *r)
+{
+	const struct opts *o = r->o;
+	double start = now_s(), half = start + o->seconds / 2;
+	uint64_t run_end = (uint64_t)((start + o->seconds) * 1e9);
+	if (o->duty > 0)
+		r->fk.busy(r->uuid, &r->pid, 1, &r->dstart, &r->dt);
+	if (o->slot.period_us)
+		r->slot_at = slot_start_ns(&o->slot, mono_ns());
+	if (o->stamps && stamps_poll(r, 1) != 0)
+		return -1;
+	r->end = start;
+	while (o->seconds > 0 && (r->end = now_s()) < start + o->seconds) {
+		if (!r->marked && r->end >= half) {
+			r->marked = 1;
+			r->marked_at = r->end;
+			r->half_at = r->launches;
+			if (r->have)
+				r->fk.busy(r->uuid, &r->pid, 1, &r->b0, &r->t0);
+		}
+		if (o->stamps && mono_ns() - r->st.polled_ns >= POLL_NS && stamps_poll(r, 0) != 0)
+			return -1;
+		if (o->duty > 0 && duty_wait(r))
+			continue;
+		unsigned long long n = o->slot.period_us ? slot_due(r, run_end) : 1;
+		for (unsigned long long i = 0; i < n; i++)
+			if (launch_one(r) != 0)
+				return -1;
+	}
+	return 0;
+}
+
+/* After the launch period: the graph and buffer go, the share's end reading, --stamps. */
+static int end_period(struct run *r)
+{
+	int rc;
+	if (r->exec && ((rc = cuGraphExecDestroy(r->exec)) != CUDA_SUCCESS ||
+			(rc = cuGraphDestroy(r->graph)) != CUDA_SUCCESS))
+		return err(r, "cuGraphDestroy", rc);
+	if (r->buf)
+		cuMemFree_v2(r->buf);
+	if (r->have && r->marked)
+		r->fk.busy(r->uuid, &r->pid, 1, &r->b1, &r->t1);
+	return r->o->stamps ? stamps_finish(r) : 0;
 }
 
 int main(int argc, char **argv)
@@ -124,19 +332,9 @@ int main(int argc, char **argv)
 		return fail("cuInit", rc);
 	if ((rc = cuDeviceGetCount(&n)) != CUDA_SUCCESS)
 		return fail("cuDeviceGetCount", rc);
-	char devices[4096] = "";
-	size_t len = 0;
-	for (int i = 0; i < n; i++) {
-		CUdevice d;
-		CUuuid u;
-		const unsigned char *b = (const unsigned char *)u.bytes;
-		if (cuDeviceGet(&d, i) != CUDA_SUCCESS || cuDeviceGetUuid(&u, d) != CUDA_SUCCESS)
-			return fail("cuDeviceGetUuid", i);
-		len += (size_t)snprintf(devices + len, sizeof(devices) - len,
-			"%s\"GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\"",
-			i ? "," : "", b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
-			b[11], b[12], b[13], b[14], b[15]);
-	}
+	char devices[4096];
+	if (list_devices(n, devices, sizeof(devices)) != 0)
+		return fail("cuDeviceGetUuid", 0);
 	CUdevice dev;
 	CUcontext ctx;
 	if ((rc = cuDeviceGet(&dev, o.device)) != CUDA_SUCCESS ||
@@ -158,112 +356,19 @@ int main(int argc, char **argv)
 	    (rc = nvmlDeviceGetHandleByIndex_v2((unsigned)o.device, &h)) != NVML_SUCCESS ||
 	    (rc = nvmlDeviceGetMemoryInfo(h, &nm)) != NVML_SUCCESS)
 		return fail("nvmlDeviceGetMemoryInfo", rc);
+	unsigned long long allocated;
+	int alloc_rc = alloc_until_refused(&o, &allocated);
 
-	/* allocate until refused */
-	size_t cap = 1024, count = 0;
-	CUdeviceptr *ptrs = malloc(cap * sizeof(*ptrs));
-	unsigned long long allocated = 0;
-	int alloc_rc = CUDA_SUCCESS;
-	while (ptrs && (!o.max_alloc_mib || allocated + o.chunk_mib * MIB <= o.max_alloc_mib * MIB)) {
-		if (count == cap && !(ptrs = realloc(ptrs, (cap *= 2) * sizeof(*ptrs))))
-			break;
-		if ((alloc_rc = cuMemAlloc_v2(&ptrs[count], o.chunk_mib * MIB)) != CUDA_SUCCESS)
-			break;
-		count++;
-		allocated += o.chunk_mib * MIB;
-	}
-	for (size_t i = 0; i < count; i++)
-		cuMemFree_v2(ptrs[i]);
-	free(ptrs);
-
-	/* launch back to back; measure our share over the second half */
-	int (*busy)(const char *, const int *, int, uint64_t *, uint64_t *) =
-		(int (*)(const char *, const int *, int, uint64_t *, uint64_t *))dlsym(RTLD_DEFAULT,
-										      "fakegpu_busy_ns");
-	char uuid[NVML_UUID_BUFFER_SIZE];
-	int pid = getpid(), have = busy && nvmlDeviceGetUUID(h, uuid, sizeof(uuid)) == NVML_SUCCESS;
-	uint64_t b0 = 0, t0 = 0, b1 = 0, t1 = 0;
-	unsigned long long launches = 0, half_at = 0;
-	CUmodule m;
-	CUfunction f;
-	if (o.seconds > 0 && ((rc = cuModuleLoadData(&m, "workload")) != CUDA_SUCCESS ||
-			      (rc = cuModuleGetFunction(&f, m, "spin")) != CUDA_SUCCESS))
-		return fail("cuModuleGetFunction", rc);
-	if (o.ns_per_block) {
-		int (*set)(uint64_t) = (int (*)(uint64_t))dlsym(RTLD_DEFAULT, "fakegpu_set_ns_per_block");
-		if (!set || set(o.ns_per_block) != 0)
-			return fail("--ns-per-block needs the fake driver: fakegpu_set_ns_per_block", 0);
-	}
-	if (o.duty > 0 && !have)
-		return fail("--duty needs the fake driver: fakegpu_busy_ns", 0);
-	CUgraph graph = NULL;
-	CUgraphExec exec = NULL;
-	if (o.seconds > 0 && o.graph) {
-		CUgraphNode node;
-		CUDA_KERNEL_NODE_PARAMS_v2 p = { .func = f, .gridDimX = o.grid, .gridDimY = 1,
-						 .gridDimZ = 1, .blockDimX = o.block, .blockDimY = 1,
-						 .blockDimZ = 1 };
-		if ((rc = cuGraphCreate(&graph, 0)) != CUDA_SUCCESS)
-			return fail("cuGraphCreate", rc);
-		for (unsigned i = 0; i < o.graph; i++)
-			if ((rc = cuGraphAddKernelNode_v2(&node, graph, NULL, 0, &p)) != CUDA_SUCCESS)
-				return fail("cuGraphAddKernelNode", rc);
-		if ((rc = cuGraphInstantiateWithFlags(&exec, graph, 0)) != CUDA_SUCCESS)
-			return fail("cuGraphInstantiate", rc);
-	}
-	CUdeviceptr buf = 0;
-	if (o.seconds > 0 && o.memset_kib && (rc = cuMemAlloc_v2(&buf, o.memset_kib << 10)) != CUDA_SUCCESS)
-		return fail("cuMemAlloc (--memset-kib)", rc);
-	double start = now_s(), half = start + o.seconds / 2;
-	uint64_t dstart = 0, dt = 0;
-	if (o.duty > 0)
-		busy(uuid, &pid, 1, &dstart, &dt);
-	int marked = 0;
-	double marked_at = 0, end = start;
-	while (o.seconds > 0 && (end = now_s()) < start + o.seconds) {
-		if (!marked && end >= half) {
-			marked = 1;
-			marked_at = end;
-			half_at = launches;
-			if (have)
-				busy(uuid, &pid, 1, &b0, &t0);
-		}
-		if (o.duty > 0) { /* hold the duty cycle: wait while ahead of it */
-			uint64_t bn, tn;
-			busy(uuid, &pid, 1, &bn, &tn);
-			/* per 500 ms, not since the start: a process with steady demand that was
-			 * held back does not repay it later (a cumulative duty of 0.2 read 10.7 to
-			 * 27.9% over the closed loop's measured window) */
-			if (tn - dt >= DUTY_BLOCK_NS) {
-				dstart = bn;
-				dt = tn;
-			}
-			if ((double)(bn - dstart) > o.duty * (double)(tn - dt)) {
-				struct timespec ts = { 0, 1000000 };
-				nanosleep(&ts, NULL);
-				continue;
-			}
-		}
-		if (exec)
-			rc = cuGraphLaunch(exec, NULL);
-		else
-			rc = cuLaunchKernel(f, o.grid, 1, 1, o.block, 1, 1, 0, NULL, NULL, NULL);
-		if (rc != CUDA_SUCCESS)
-			return fail(exec ? "cuGraphLaunch" : "cuLaunchKernel", rc);
-		if (buf && (rc = cuMemsetD8_v2(buf, 0, o.memset_kib << 10)) != CUDA_SUCCESS)
-			return fail("cuMemsetD8", rc);
-		launches++;
-	}
-	if (exec && ((rc = cuGraphExecDestroy(exec)) != CUDA_SUCCESS ||
-		     (rc = cuGraphDestroy(graph)) != CUDA_SUCCESS))
-		return fail("cuGraphDestroy", rc);
-	if (buf)
-		cuMemFree_v2(buf);
-	if (have && marked)
-		busy(uuid, &pid, 1, &b1, &t1);
-	char share[32] = "null";
-	if (have && marked && t1 > t0)
-		snprintf(share, sizeof(share), "%.4f", (double)(b1 - b0) / (double)(t1 - t0));
+	struct run r = { .o = &o };
+	int ok = prepare(&r, h) == 0 && launch_period(&r) == 0 && end_period(&r) == 0;
+	free(r.st.v);
+	if (!ok)
+		return fail(r.what, r.rc);
+	char share[32] = "null", kernel_ns[32] = "null";
+	if (r.have && r.marked && r.t1 > r.t0)
+		snprintf(share, sizeof(share), "%.4f", (double)(r.b1 - r.b0) / (double)(r.t1 - r.t0));
+	if (r.kernel_ns)
+		snprintf(kernel_ns, sizeof(kernel_ns), "%llu", (unsigned long long)r.kernel_ns);
 	size_t end_free = 0, end_total = 0;
 	nvmlMemory_t end_nm = { 0, 0, 0 };
 	if ((rc = cuMemGetInfo_v2(&end_free, &end_total)) != CUDA_SUCCESS)
@@ -276,11 +381,12 @@ int main(int argc, char **argv)
 	       "\"cuda_total_mib\":%llu,\"cuda_free_mib\":%llu,\"nvml_total_mib\":%llu,"
 	       "\"nvml_used_mib\":%llu,\"alloc_chunk_mib\":%llu,\"allocated_bytes\":%llu,"
 	       "\"alloc_error\":%d,\"launches\":%llu,\"launch_seconds\":%.3f,"
-	       "\"half_launches\":%llu,\"half_seconds\":%.3f,\"end_cuda_free_mib\":%llu,\"end_nvml_used_mib\":%llu,\"util_share\":%s}\n",
+	       "\"half_launches\":%llu,\"half_seconds\":%.3f,\"end_cuda_free_mib\":%llu,\"end_nvml_used_mib\":%llu,\"util_share\":%s,"
+	       "\"kernel_ns\":%s}\n",
 	       devices, o.device, o.hold_mib, (unsigned long long)(total / MIB),
 	       (unsigned long long)(free_b / MIB), nm.total / MIB, nm.used / MIB, o.chunk_mib,
-	       allocated, alloc_rc, launches, o.seconds, launches - half_at,
-	       marked ? end - marked_at : 0.0, (unsigned long long)(end_free / MIB),
-	       end_nm.used / MIB, share);
+	       allocated, alloc_rc, r.launches, o.seconds, r.launches - r.half_at,
+	       r.marked ? r.end - r.marked_at : 0.0, (unsigned long long)(end_free / MIB),
+	       end_nm.used / MIB, share, kernel_ns);
 	return 0;
 }

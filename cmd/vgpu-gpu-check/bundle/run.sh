@@ -17,7 +17,7 @@ usage() {
 usage: ./run.sh [flags]
   --deadline D          total deadline, seconds or with s/m (default 7m30s); rows that no longer fit are skipped
   --scenario-timeout D  timeout of one row (default 60s); a row cut by it reads TIMEOUT
-  --only LIST           row groups: context,memory,single,pair,mixed,triple,balance,mps (default all)
+  --only LIST           row groups: context,memory,single,pair,slicing,mixed,triple,balance,mps (default all)
   --skip LIST           row groups to leave out (default $GPU_CHECK_SKIP, e.g. mps)
   --mps-control CMD     nvidia-cuda-mps-control of the mps rows (default: the one in PATH)
   --use LIST            programs: pytorch,cupy,probe (default all found)
@@ -25,7 +25,8 @@ usage: ./run.sh [flags]
   --seconds N           how long each share tenant runs (default 10)
   --cap-mib N           memory cap of the memory rows (default 8192)
   --out FILE            table file (default $OUT/gpu-check-<date>.txt, else ./gpu-check-<date>.txt here);
-                        each share row's controller periods go to FILE's name with .trace/, a .tsv per row
+                        each share row's controller periods (a .tsv per row) and the slicing rows' kernel
+                        intervals go to FILE's name with .trace.tar.gz
   --plan                print the selected rows and the time planned for each, run nothing
   -h, --help            this text
 USAGE
@@ -100,33 +101,44 @@ mkdir -p "$(dirname "$out")" || exit 1
 work=$(mktemp -d "${TMPDIR:-/tmp}/vgpu-gpu-check.XXXXXX") || exit 1
 nvidia-smi >"${out%.txt}.nvidia-smi.txt" 2>&1 || true
 
-# The probe runs in the context, memory, mixed and mps rows, and in every share row with --share-program probe.
-probe=off
+# The probe runs in the context, memory, mixed and mps rows, and in every share row with --share-program probe;
+# the slicing program (slicing.cu) in the slicing rows. Both build at once, each on its own: a
+# failed build skips only its rows.
+probe=off slicing=off
+# built NAME: whether NAME.cu was built (and, where its build failed, why)
+built() {
+	[ -f "$work/nvcc-$1.rc" ] || return 1
+	[ "$(cat "$work/nvcc-$1.rc")" = 0 ] && return 0
+	echo "run.sh: nvcc $1.cu failed (its rows will read skipped):" >&2
+	tail -n 5 "$work/nvcc-$1.log" >&2
+	return 1
+}
 need=no
 case ",${only:-context}," in *,context,* | *,memory,* | *,mixed,* | *,mps,*) need=yes ;; esac
 [ "$share" = probe ] && need=yes
-case ",${use:-probe},$need" in
-*,probe,*yes)
+case ",${use:-probe},$need" in *,probe,*yes) ;; *) need=no ;; esac
+needslicing=no
+case ",${only:-slicing}," in *,slicing,*) needslicing=yes ;; esac
+case ",$skip," in *,slicing,*) needslicing=no ;; esac
+if [ $need = yes ] || [ $needslicing = yes ]; then
 	if command -v nvcc >/dev/null 2>&1; then
-		echo "run.sh: building the CUDA C probe with $(command -v nvcc)"
-		if timeout 150 nvcc -O2 -o "$work/probe" "$DIR/programs/probe.cu" -lcuda >"$work/nvcc.log" 2>&1; then
-			probe=$work/probe
-		else
-			echo "run.sh: nvcc failed (its rows will read skipped):" >&2
-			tail -n 5 "$work/nvcc.log" >&2
-		fi
+		echo "run.sh: building the CUDA C programs with $(command -v nvcc)"
+		[ $need = yes ] && { timeout 150 nvcc -O2 -o "$work/probe" "$DIR/programs/probe.cu" -lcuda >"$work/nvcc-probe.log" 2>&1; echo $? >"$work/nvcc-probe.rc"; } &
+		[ $needslicing = yes ] && { timeout 150 nvcc -O2 -o "$work/slicing" "$DIR/programs/slicing.cu" >"$work/nvcc-slicing.log" 2>&1; echo $? >"$work/nvcc-slicing.rc"; } &
+		wait
+		built probe && probe=$work/probe
+		built slicing && slicing=$work/slicing
 	else
-		echo "run.sh: nvcc not found: the probe's rows will read skipped" >&2
+		echo "run.sh: nvcc not found: the probe's and the slicing rows will read skipped" >&2
 	fi
-	;;
-esac
+fi
 
 left=$((deadline - ($(date +%s) - start) - 5))
 if [ $left -lt 30 ]; then
 	echo "run.sh: only ${left}s of --deadline ${deadline}s left after building the probe: raise --deadline" >&2
 	exit 1
 fi
-set -- -lib "$DIR/libvcuda.so" -programs "$DIR/programs" -probe "$probe" -work "$work" -out "$out" \
+set -- -lib "$DIR/libvcuda.so" -programs "$DIR/programs" -probe "$probe" -slicing "$slicing" -work "$work" -out "$out" \
 	-trace "${out%.txt}.trace" -deadline "${left}s" -scenario-timeout "${timeout}s"
 [ -n "$only" ] && set -- "$@" -only "$only"
 [ -n "$skip" ] && set -- "$@" -skip "$skip"
@@ -143,5 +155,11 @@ case $rc in
 124 | 137) echo "run.sh: vgpu-gpu-check overran its deadline and was stopped; the rows it finished are in $out" >&2 ;;
 *) echo "run.sh: vgpu-gpu-check failed (exit $rc)" >&2 ;;
 esac
+# The traces as one file: a lent machine sends back a few files only.
+trace=${out%.txt}.trace
+if [ -d "$trace" ] && tar -czf "$trace.tar.gz" -C "$(dirname "$trace")" "$(basename "$trace")" 2>/dev/null; then
+	rm -rf "$trace"
+	echo "run.sh: row traces in $trace.tar.gz"
+fi
 rm -rf "$work"
 exit $rc

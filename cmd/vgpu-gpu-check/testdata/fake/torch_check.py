@@ -43,5 +43,13 @@ elif mode in ("burn", "elem"):
     r = workload("--seconds", sys.argv[2], *shape)
     # over the second half, as the real programs measure (the limiter has settled by then)
     out(rate=r["half_launches"] / max(r["half_seconds"], 1e-9), util_share=r["util_share"])
+elif mode == "slicing":  # the slicing program (programs/slicing.cu): SECS OUT [PERIOD_US START_US LEN_US FILL]
+    # kernels of 100 us (100 blocks at 1 us), the engine's record of what ran as its intervals
+    args = ["--seconds", sys.argv[2], "--stamps", sys.argv[3], "--grid", "100", "--block", "128", "--ns-per-block", "1000"]
+    if len(sys.argv) == 8:
+        args += ["--slot", ",".join(sys.argv[4:8])]
+    start_line()
+    r = workload(*args)
+    out(kernels=r["launches"], kernel_ns=r["kernel_ns"], rate=r["half_launches"] / max(r["half_seconds"], 1e-9))
 else:
     sys.exit("fake torch_check.py: mode %r is not modelled" % mode)

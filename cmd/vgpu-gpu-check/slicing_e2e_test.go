@@ -1,0 +1,91 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The slicing rows on the fake driver time-slicing as the fakes model the
+// H200 (2 ms slices, 170 µs switches): the stand-in (testdata/fake/slicing,
+// vcuda's workload with --stamps and --slot) records what the fake engine
+// ran for it, and the rows must read back the model's slices and switches
+// from those intervals, and slots that hand the GPU over once a slot period.
+// What a GPU does is what the rows are for; this checks that they read it.
+func TestFakeDriverSlicing(t *testing.T) {
+	build := fakeDriver(t)
+	fake, err := filepath.Abs(filepath.Join("testdata", "fake"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	trace := filepath.Join(t.TempDir(), "trace")
+	cmd := exec.Command(self, "-lib", filepath.Join(build, "libvcuda.so"), "-programs", fake, "-probe", "off",
+		"-slicing", filepath.Join(fake, "slicing"), "-use", "pytorch", "-only", "slicing", "-deadline", "2m",
+		"-scenario-timeout", "40s", "-work", t.TempDir(), "-trace", trace)
+	cmd.Env = append(os.Environ(), asMain+"=1",
+		"LD_LIBRARY_PATH="+filepath.Join(build, "fake"),
+		"FAKEGPU_DIR="+t.TempDir(),
+		"FAKEGPU_DEVICES=GPU-8b1c0d2e-0000-4000-8000-000000000001:8192",
+		"FAKEGPU_SLICE_US=2000", "FAKEGPU_SWITCH_US=170",
+		"FAKE_WORKLOAD="+filepath.Join(build, "workload"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v:\n%s\n%s", err, out, stderr.String())
+	}
+	t.Logf("fake driver (2 ms slices, 170 µs switches), slicing rows:\n%s", out)
+	// Loose bounds: this machine's load delays the slotted launches and the
+	// engine's lazy timeline, not the model's slice and switch.
+	for _, tc := range []struct {
+		row              string
+		together         [2]float64 // % of the GPU's time
+		run, gap         [2]float64 // medians, µs
+		overlapAtMostPct float64
+	}{
+		{row: `back to back x2`, together: [2]float64{88, 95}, run: [2]float64{1800, 2200}, gap: [2]float64{150, 190}},
+		{row: `slots 20\+20 of 40 ms, fill 0\.90`, together: [2]float64{70, 95}, run: [2]float64{12000, 20500}, gap: [2]float64{0, 8000}, overlapAtMostPct: 1},
+		// a slot's full queue, launched a little late, runs into the next
+		// slot: from then on both contexts have work and the engine slices
+		// them, as the fakes say the full GPU's rows lose their 8%
+		{row: `slots 20\+20 of 40 ms, fill 1\.00`, together: [2]float64{88, 95}, run: [2]float64{1800, 5000}, gap: [2]float64{150, 400}},
+	} {
+		m := regexp.MustCompile(`(?m)^slicing +` + tc.row + ` +- +[0-9.]+\+[0-9.]+ +ok .*together ([0-9.]+)% of the GPU's time; runs (-?[0-9]+) µs .*hand-off gap (-?[0-9]+) µs .*overlapping ([0-9.]+)%`).FindSubmatch(out)
+		if m == nil {
+			t.Errorf("no measured row %q", tc.row)
+			continue
+		}
+		f := func(i int) float64 { v, _ := strconv.ParseFloat(string(m[i]), 64); return v }
+		if v := f(1); v < tc.together[0] || v > tc.together[1] {
+			t.Errorf("%s: together %.1f%%, want %v", tc.row, v, tc.together)
+		}
+		if v := f(2); v < tc.run[0] || v > tc.run[1] {
+			t.Errorf("%s: runs %.0f µs, want %v", tc.row, v, tc.run)
+		}
+		if v := f(3); v < tc.gap[0] || v > tc.gap[1] {
+			t.Errorf("%s: hand-off gap %.0f µs, want %v", tc.row, v, tc.gap)
+		}
+		if v := f(4); v > tc.overlapAtMostPct {
+			t.Errorf("%s: %.1f%% of the hand-offs overlap; the fake runs one context at a time", tc.row, v)
+		}
+	}
+	for _, bad := range []string{"ERROR", "TIMEOUT", "skipped"} {
+		if strings.Contains(string(out), bad) {
+			t.Errorf("the table reads %s", bad)
+		}
+	}
+	// each tenant's intervals kept beside the traces
+	for _, f := range []string{"slicing-back-to-back-x2.t0.txt", "slicing-back-to-back-x2.t1.txt"} {
+		if st, err := os.Stat(filepath.Join(trace, f)); err != nil || st.Size() == 0 {
+			t.Errorf("intervals %s: %v", f, err)
+		}
+	}
+}

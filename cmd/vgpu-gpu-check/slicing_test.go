@@ -1,0 +1,142 @@
+package main
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const us = uint64(1000) // ns
+
+// kernels: back-to-back kernels of k ns from start to end.
+func kernels(start, end, k uint64) []interval {
+	var out []interval
+	for t := start; t+k <= end; t += k {
+		out = append(out, interval{t, t + k})
+	}
+	return out
+}
+
+// sliced: two tenants taking turns of slice ns with a switch of sw ns between
+// turns, kernels of k ns, over total ns.
+func sliced(slice, sw, k, total uint64) [][]interval {
+	ts := make([][]interval, 2)
+	i := 0
+	for t := uint64(0); t+slice <= total; t += slice + sw {
+		ts[i] = append(ts[i], kernels(t, t+slice, k)...)
+		i = 1 - i
+	}
+	return ts
+}
+
+// slotted: each tenant fills fill of its half of every period of p ns.
+func slotted(p uint64, fill float64, k, total uint64) [][]interval {
+	ts := make([][]interval, 2)
+	for t := uint64(0); t+p <= total; t += p {
+		for i := range ts {
+			at := t + uint64(i)*p/2
+			ts[i] = append(ts[i], kernels(at, at+uint64(fill*float64(p/2)), k)...)
+		}
+	}
+	return ts
+}
+
+func near(got, want, tol float64) bool { return math.Abs(got-want) <= tol }
+
+func TestAnalyze(t *testing.T) {
+	preempted := sliced(2000*us, 170*us, 100*us, 1000000*us)
+	// the last kernel of every fifth turn of tenant 0 held on past the
+	// switch and the other's turn (preempted mid-kernel, as compute
+	// preemption shows): one hand-off in ten overlaps
+	for i := 99; i < len(preempted[0]); i += 100 {
+		preempted[0][i].end += 2400 * us
+	}
+	for _, tc := range []struct {
+		name            string
+		tenants         [][]interval
+		share           []float64 // of the GPU's time, each
+		run, gap, runsS float64   // medians (µs) and tenant 0's runs a second
+		overlap         float64
+	}{
+		{name: "time slices of 2 ms with 170 µs switches (the fakes' H200)", tenants: sliced(2000*us, 170*us, 100*us, 1000000*us),
+			share: []float64{0.461, 0.461}, run: 2000, gap: 170, runsS: 230.4},
+		{name: "slots filled to 90%: a drained queue before each hand-off", tenants: slotted(40000*us, 0.9, 100*us, 1000000*us),
+			share: []float64{0.45, 0.45}, run: 18000, gap: 2000, runsS: 25},
+		{name: "a kernel preempted across the other's turn: an overlap, its time not counted twice", tenants: preempted,
+			share: []float64{0.461, 0.461}, run: 2000, gap: 170, runsS: 230.4, overlap: 0.1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := analyze(tc.tenants)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, w := range tc.share {
+				if !near(st.Share[i], w, 0.01) {
+					t.Errorf("tenant %d share %.3f, want %.3f", i, st.Share[i], w)
+				}
+			}
+			if !near(st.Run.P50, tc.run, tc.run/50) || !near(st.Gap.P50, tc.gap, 10) {
+				t.Errorf("run %.0f µs, gap %.0f µs; want %.0f, %.0f", st.Run.P50, st.Gap.P50, tc.run, tc.gap)
+			}
+			if !near(st.RunsPerS[0], tc.runsS, tc.runsS/20) {
+				t.Errorf("tenant 0: %.1f runs a second, want %.1f", st.RunsPerS[0], tc.runsS)
+			}
+			if !near(st.Overlap, tc.overlap, 0.02) {
+				t.Errorf("overlap %.3f, want %.3f", st.Overlap, tc.overlap)
+			}
+			if s := st.summary(); !strings.Contains(s, "of the GPU's time") {
+				t.Errorf("summary %q", s)
+			}
+		})
+	}
+}
+
+func TestAnalyzeErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		tenants [][]interval
+		want    string
+	}{
+		{name: "a tenant that recorded nothing", tenants: [][]interval{kernels(0, 1000*us, 100*us), nil}, want: "tenant 1 recorded no kernel"},
+		{name: "tenants on clocks that never meet", tenants: [][]interval{kernels(0, 1000*us, 100*us), kernels(5000*us, 6000*us, 100*us)},
+			want: "no span where all ran"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := analyze(tc.tenants)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestReadIntervals(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		want       int
+		err        string
+	}{
+		{name: "kernels that never ran (start past end) are left out", text: "100 200\n\n300 450\n18446744073709551615 0\n", want: 2},
+		{name: "a line of one field", text: "100 200\n300\n", err: "line 2: want START_NS END_NS"},
+		{name: "not numbers", text: "a b\n", err: "line 1: want two decimal ns"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "t0.txt")
+			if err := os.WriteFile(p, []byte(tc.text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, err := readIntervals(p)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("error %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || len(got) != tc.want {
+				t.Errorf("got %d intervals (%v), want %d", len(got), err, tc.want)
+			}
+		})
+	}
+}
