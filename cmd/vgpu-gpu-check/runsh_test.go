@@ -179,3 +179,83 @@ func TestRunShOnTheFakeDriver(t *testing.T) {
 		t.Errorf("run.sh does not say where the table is:\n%s", out)
 	}
 }
+
+// fakeNvcc stands in for nvcc in PATH: "nvcc -O2 -o OUT SRC.cu ..." makes OUT
+// run SRC's stand-in beside it (testdata/fake: probe, slicing); with fail
+// set, building that program fails as a compile error would.
+func fakeNvcc(t *testing.T, fail string) string {
+	t.Helper()
+	bin := t.TempDir()
+	script := `#!/bin/sh
+while [ $# -gt 0 ]; do case "$1" in -o) out=$2; shift 2 ;; *.cu) src=$1; shift ;; *) shift ;; esac; done
+name=$(basename "$src" .cu)
+[ "$name" = "` + fail + `" ] && { echo "$src(1): error: a stand-in compile error" >&2; exit 1; }
+printf '#!/bin/sh\nexec "%s" "$@"\n' "$(dirname "$src")/$name" >"$out" && chmod +x "$out"
+`
+	if err := os.WriteFile(filepath.Join(bin, "nvcc"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// run.sh builds the CUDA programs at once, each on its own (a failed build
+// skips only its rows), hands them to the check, and packs the rows' traces
+// into one file (a lent machine sends back a few files only).
+func TestRunShBuildsAndPacks(t *testing.T) {
+	build := fakeDriver(t)
+	for _, tc := range []struct {
+		name, fail string
+		want       []string
+		packed     bool
+	}{
+		{name: "both build: the slicing rows run, their intervals packed", packed: true,
+			want: []string{"slicing  back to back x2                  -          ", "# 7 rows: 7 ok"}},
+		{name: "the slicing program fails to build: its rows skip, the others run", fail: "slicing",
+			want: []string{"slicing  back to back x2                  -          -                skipped", "memory   pytorch/default                  2048 MiB   2048 MiB         ok"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := bundle(t, filepath.Join("testdata", "fake"))
+			lib, err := os.ReadFile(filepath.Join(build, "libvcuda.so"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "libvcuda.so"), lib, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			outDir := t.TempDir()
+			cmd := exec.Command("sh", filepath.Join(dir, "run.sh"), "--only", "memory,slicing", "--use", "pytorch", "--cap-mib", "2048", "--deadline=2m")
+			cmd.Env = append(os.Environ(), asMain+"=1", "GPU_CHECK_ASSUME_GPU=1", "OUT="+outDir,
+				"PATH="+fakeNvcc(t, tc.fail)+":"+os.Getenv("PATH"),
+				"LD_LIBRARY_PATH="+filepath.Join(build, "fake"), "FAKEGPU_DIR="+t.TempDir(),
+				"FAKEGPU_SLICE_US=2000", "FAKEGPU_SWITCH_US=170",
+				"FAKEGPU_DEVICES=GPU-8b1c0d2e-0000-4000-8000-000000000001:8192", "FAKE_WORKLOAD="+filepath.Join(build, "workload"))
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v:\n%s", err, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			if tc.fail != "" && !strings.Contains(string(out), "run.sh: nvcc "+tc.fail+".cu failed") {
+				t.Errorf("run.sh does not say the build failed:\n%s", out)
+			}
+			packs, _ := filepath.Glob(filepath.Join(outDir, "gpu-check-*Z.trace.tar.gz"))
+			dirs, _ := filepath.Glob(filepath.Join(outDir, "gpu-check-*Z.trace"))
+			if len(dirs) != 0 || (len(packs) == 1) != tc.packed {
+				t.Fatalf("$OUT holds trace folders %v and packs %v, want %d pack(s) and no folder:\n%s", dirs, packs, map[bool]int{true: 1}[tc.packed], out)
+			}
+			if !tc.packed {
+				return
+			}
+			list, err := exec.Command("tar", "-tzf", packs[0]).Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(list), "slicing-back-to-back-x2.t1.txt") {
+				t.Errorf("the pack lacks the slicing rows' intervals:\n%s", list)
+			}
+		})
+	}
+}
