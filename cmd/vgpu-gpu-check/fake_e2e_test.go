@@ -29,31 +29,12 @@ import (
 // fake, about one solo rate together; without the line the pair read 113
 // and the probe ran its measured half alone).
 func TestFakeDriverEndToEnd(t *testing.T) {
-	build := fakeDriver(t)
-	fake, err := filepath.Abs(filepath.Join("testdata", "fake"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	build, fake := fakeDriver(t), fakePrograms(t)
 	table := filepath.Join(t.TempDir(), "table.txt")
 	trace := filepath.Join(t.TempDir(), "trace")
-	cmd := exec.Command(self, "-lib", filepath.Join(build, "libvcuda.so"), "-programs", fake, "-probe", filepath.Join(fake, "probe"),
+	out := runFakeCheck(t, build, []string{"-probe", filepath.Join(fake, "probe"),
 		"-use", "pytorch,probe", "-only", "memory,pair,mixed", "-seconds", "2", "-cap-mib", "2048", "-deadline", "3m",
-		"-scenario-timeout", "40s", "-work", t.TempDir(), "-out", table, "-trace", trace)
-	cmd.Env = append(os.Environ(), asMain+"=1",
-		"LD_LIBRARY_PATH="+filepath.Join(build, "fake"),
-		"FAKEGPU_DIR="+t.TempDir(),
-		"FAKEGPU_DEVICES=GPU-8b1c0d2e-0000-4000-8000-000000000001:8192",
-		"FAKE_WORKLOAD="+filepath.Join(build, "workload"), "FAKE_IMPORT_SECS=1")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr // the controller's log lines: not the table's
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%v:\n%s\n%s", err, out, stderr.String())
-	}
+		"-scenario-timeout", "40s", "-work", t.TempDir(), "-out", table, "-trace", trace}, "FAKE_IMPORT_SECS=1")
 	written, err := os.ReadFile(table)
 	if err != nil {
 		t.Fatal(err)
@@ -140,6 +121,46 @@ func fakeDriver(t *testing.T) string {
 	return build
 }
 
+// fakePrograms is the stand-ins' folder (testdata/fake).
+func fakePrograms(t *testing.T) string {
+	t.Helper()
+	fake, err := filepath.Abs(filepath.Join("testdata", "fake"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fake
+}
+
+// fakeEnv is the environment of the check and its tenants on the fake driver
+// in build (one 8 GiB GPU), extra appended.
+func fakeEnv(t *testing.T, build string, extra ...string) []string {
+	return append(append(os.Environ(), asMain+"=1",
+		"LD_LIBRARY_PATH="+filepath.Join(build, "fake"),
+		"FAKEGPU_DIR="+t.TempDir(),
+		"FAKEGPU_DEVICES=GPU-8b1c0d2e-0000-4000-8000-000000000001:8192",
+		"FAKE_WORKLOAD="+filepath.Join(build, "workload")), extra...)
+}
+
+// runFakeCheck runs this test binary as vgpu-gpu-check on the fake driver,
+// build's libvcuda and the stand-ins, with args and extra environment, and
+// returns its table (stdout; the controller's log lines go to stderr).
+func runFakeCheck(t *testing.T, build string, args []string, extra ...string) []byte {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, append([]string{"-lib", filepath.Join(build, "libvcuda.so"), "-programs", fakePrograms(t)}, args...)...)
+	cmd.Env = fakeEnv(t, build, extra...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v:\n%s\n%s", err, out, stderr.String())
+	}
+	return out
+}
+
 // The mps rows on the fake driver: a fake control daemon (this test binary
 // as nvidia-cuda-mps-control) in the work dir, each tenant an MPS client of
 // it (the fake driver runs a client whose pipe directory holds the daemon's
@@ -148,11 +169,7 @@ func fakeDriver(t *testing.T) string {
 // daemon stopped at the end. The shares are the fake's model of the SM split
 // (30 beside 60 → 30 and 60 of solo).
 func TestFakeDriverMPS(t *testing.T) {
-	build := fakeDriver(t)
-	fake, err := filepath.Abs(filepath.Join("testdata", "fake"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	build, fake := fakeDriver(t), fakePrograms(t)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -162,20 +179,9 @@ func TestFakeDriverMPS(t *testing.T) {
 		t.Fatal(err)
 	}
 	work := t.TempDir()
-	cmd := exec.Command(self, "-lib", filepath.Join(build, "libvcuda.so"), "-programs", fake, "-probe", filepath.Join(fake, "probe"),
+	out := runFakeCheck(t, build, []string{"-probe", filepath.Join(fake, "probe"),
 		"-use", "pytorch,probe", "-only", "mps", "-seconds", "4", "-cap-mib", "2048", "-deadline", "3m",
-		"-scenario-timeout", "40s", "-work", work, "-mps-control", control)
-	cmd.Env = append(os.Environ(), asMain+"=1",
-		"LD_LIBRARY_PATH="+filepath.Join(build, "fake"),
-		"FAKEGPU_DIR="+t.TempDir(),
-		"FAKEGPU_DEVICES=GPU-8b1c0d2e-0000-4000-8000-000000000001:8192",
-		"FAKE_WORKLOAD="+filepath.Join(build, "workload"))
-	var stderr strings.Builder
-	cmd.Stderr = &stderr // the controller's log lines: not the table's
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%v:\n%s\n%s", err, out, stderr.String())
-	}
+		"-scenario-timeout", "40s", "-work", work, "-mps-control", control})
 	t.Logf("fake driver, mps rows:\n%s", out)
 	for _, want := range []*regexp.Regexp{
 		// the cap holds through an MPS client (and its pinned limit is the cap)

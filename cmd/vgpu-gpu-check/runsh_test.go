@@ -138,25 +138,8 @@ func TestRunSh(t *testing.T) {
 // run.sh's GPU path on the fake driver: the flags reach the check, the table
 // lands in --out, and run.sh reports it.
 func TestRunShOnTheFakeDriver(t *testing.T) {
-	build := fakeDriver(t)
-	dir := bundle(t, filepath.Join("testdata", "fake"))
-	// the bundle's own libvcuda.so, as make gpu-bundle copies it
-	lib, err := os.ReadFile(filepath.Join(build, "libvcuda.so"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "libvcuda.so"), lib, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	outDir := t.TempDir()
-	cmd := exec.Command("sh", filepath.Join(dir, "run.sh"), "--only", "memory", "--use", "pytorch", "--cap-mib", "2048", "--deadline=2m")
-	cmd.Env = append(os.Environ(), asMain+"=1", "GPU_CHECK_ASSUME_GPU=1", "OUT="+outDir,
-		"LD_LIBRARY_PATH="+filepath.Join(build, "fake"), "FAKEGPU_DIR="+t.TempDir(),
-		"FAKEGPU_DEVICES=GPU-8b1c0d2e-0000-4000-8000-000000000001:8192", "FAKE_WORKLOAD="+filepath.Join(build, "workload"))
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v:\n%s", err, out)
-	}
+	out := runFakeBundle(t, outDir, []string{"--only", "memory", "--use", "pytorch", "--cap-mib", "2048", "--deadline=2m"})
 	tables, err := filepath.Glob(filepath.Join(outDir, "gpu-check-*Z.txt"))
 	if err != nil || len(tables) != 1 {
 		t.Fatalf("want one table in $OUT, found %v (%v):\n%s", tables, err, out)
@@ -202,7 +185,6 @@ printf '#!/bin/sh\nexec "%s" "$@"\n' "$(dirname "$src")/$name" >"$out" && chmod 
 // skips only its rows), hands them to the check, and packs the rows' traces
 // into one file (a lent machine sends back a few files only).
 func TestRunShBuildsAndPacks(t *testing.T) {
-	build := fakeDriver(t)
 	for _, tc := range []struct {
 		name, fail string
 		want       []string
@@ -214,25 +196,9 @@ func TestRunShBuildsAndPacks(t *testing.T) {
 			want: []string{"slicing  back to back x2                  -          -                skipped", "memory   pytorch/default                  2048 MiB   2048 MiB         ok"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := bundle(t, filepath.Join("testdata", "fake"))
-			lib, err := os.ReadFile(filepath.Join(build, "libvcuda.so"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, "libvcuda.so"), lib, 0o755); err != nil {
-				t.Fatal(err)
-			}
 			outDir := t.TempDir()
-			cmd := exec.Command("sh", filepath.Join(dir, "run.sh"), "--only", "memory,slicing", "--use", "pytorch", "--cap-mib", "2048", "--deadline=2m")
-			cmd.Env = append(os.Environ(), asMain+"=1", "GPU_CHECK_ASSUME_GPU=1", "OUT="+outDir,
-				"PATH="+fakeNvcc(t, tc.fail)+":"+os.Getenv("PATH"),
-				"LD_LIBRARY_PATH="+filepath.Join(build, "fake"), "FAKEGPU_DIR="+t.TempDir(),
-				"FAKEGPU_SLICE_US=2000", "FAKEGPU_SWITCH_US=170",
-				"FAKEGPU_DEVICES=GPU-8b1c0d2e-0000-4000-8000-000000000001:8192", "FAKE_WORKLOAD="+filepath.Join(build, "workload"))
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("%v:\n%s", err, out)
-			}
+			out := runFakeBundle(t, outDir, []string{"--only", "memory,slicing", "--use", "pytorch", "--cap-mib", "2048", "--deadline=2m"},
+				"PATH="+fakeNvcc(t, tc.fail)+":"+os.Getenv("PATH"), "FAKEGPU_SLICE_US=2000", "FAKEGPU_SWITCH_US=170")
 			for _, w := range tc.want {
 				if !strings.Contains(string(out), w) {
 					t.Errorf("output lacks %q:\n%s", w, out)
@@ -258,4 +224,28 @@ func TestRunShBuildsAndPacks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runFakeBundle makes a bundle of the stand-ins (testdata/fake) with the
+// fake driver's build of libvcuda.so, as make gpu-bundle copies it, runs its
+// run.sh with args on the fake driver (extra environment appended, $OUT at
+// outDir) and returns what it printed.
+func runFakeBundle(t *testing.T, outDir string, args []string, extra ...string) []byte {
+	t.Helper()
+	build := fakeDriver(t)
+	dir := bundle(t, filepath.Join("testdata", "fake"))
+	lib, err := os.ReadFile(filepath.Join(build, "libvcuda.so"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "libvcuda.so"), lib, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", append([]string{filepath.Join(dir, "run.sh")}, args...)...)
+	cmd.Env = fakeEnv(t, build, append([]string{"GPU_CHECK_ASSUME_GPU=1", "OUT=" + outDir}, extra...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	return out
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -17,31 +16,11 @@ import (
 // from those intervals, and slots that hand the GPU over once a slot period.
 // What a GPU does is what the rows are for; this checks that they read it.
 func TestFakeDriverSlicing(t *testing.T) {
-	build := fakeDriver(t)
-	fake, err := filepath.Abs(filepath.Join("testdata", "fake"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	build, fake := fakeDriver(t), fakePrograms(t)
 	trace := filepath.Join(t.TempDir(), "trace")
-	cmd := exec.Command(self, "-lib", filepath.Join(build, "libvcuda.so"), "-programs", fake, "-probe", "off",
-		"-slicing", filepath.Join(fake, "slicing"), "-use", "pytorch", "-only", "slicing", "-deadline", "2m",
-		"-scenario-timeout", "40s", "-work", t.TempDir(), "-trace", trace)
-	cmd.Env = append(os.Environ(), asMain+"=1",
-		"LD_LIBRARY_PATH="+filepath.Join(build, "fake"),
-		"FAKEGPU_DIR="+t.TempDir(),
-		"FAKEGPU_DEVICES=GPU-8b1c0d2e-0000-4000-8000-000000000001:8192",
-		"FAKEGPU_SLICE_US=2000", "FAKEGPU_SWITCH_US=170",
-		"FAKE_WORKLOAD="+filepath.Join(build, "workload"))
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%v:\n%s\n%s", err, out, stderr.String())
-	}
+	out := runFakeCheck(t, build, []string{"-probe", "off", "-slicing", filepath.Join(fake, "slicing"),
+		"-use", "pytorch", "-only", "slicing", "-deadline", "2m", "-scenario-timeout", "40s", "-work", t.TempDir(), "-trace", trace},
+		"FAKEGPU_SLICE_US=2000", "FAKEGPU_SWITCH_US=170")
 	t.Logf("fake driver (2 ms slices, 170 µs switches), slicing rows:\n%s", out)
 	// Loose bounds: this machine's load delays the slotted launches and the
 	// engine's lazy timeline, not the model's slice and switch.
