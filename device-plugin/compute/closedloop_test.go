@@ -511,6 +511,9 @@ func TestClosedLoopShares(t *testing.T) {
 		{name: "a container restarts beside a neighbour", // a's first process ends at 2 s, its second runs 2.5-8 s
 			specs: []tenantSpec{compute("a", 30).at(0, 2), compute("a", 30).in("a", "a-restarted").at(2500*time.Millisecond, 5.5), compute("b", 60).at(0, 8)},
 			want:  map[string]float64{"a-restarted": 30, "b": 60}},
+		// b alone long enough (2 s) for its own cost to be known, a's the rest
+		{name: "a container restarts 2 s later beside a neighbour", specs: []tenantSpec{compute("a", 30).at(0, 2), compute("a", 30).in("a", "a-restarted").at(4*time.Second, 6), compute("b", 60).at(0, 10)},
+			want: map[string]float64{"a-restarted": 30, "b": 60}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

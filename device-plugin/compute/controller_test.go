@@ -72,10 +72,33 @@ func TestEstimatorSoloCost(t *testing.T) {
 	if math.Abs(k["a"]-40e3) > 1e-6 || math.Abs(k["b"]-10e3) > 1e-6 {
 		t.Errorf("costs %v, want a 40000 (alone), b 10000 (the rest)", k)
 	}
-	// a saturated window says nothing about the ratio of costs
-	e.add(100e6, 100e6, map[string]float64{"b": 1}, nil, true, 0, 0)
-	if k := e.fit([]string{"a", "b"}); math.Abs(k["b"]-10e3) > 1e-6 {
-		t.Errorf("b's cost moved to %v on a saturated window", k["b"])
+}
+
+// One program's windows beside saturated ones read low where they count
+// (unsaturated: less ran than was launched) and high where they do not
+// (saturated: the backlog drained). A known cost subtracted from the
+// unsaturated ones alone left the whole shortfall to the rest (b at 7.5 µs
+// per unit here for a true 10); across all windows the spill cancels.
+func TestEstimatorRestOverAllWindows(t *testing.T) {
+	e := newEstimator(window)
+	for range minSolo + 1 { // a alone: 40 µs per unit
+		e.add(40e6, 100e6, map[string]float64{"a": 1000}, map[string]bool{"a": true}, true, 0, 0)
+	}
+	if k, ok := e.known("a"); !ok || math.Abs(k-40e3) > 1e-6 {
+		t.Fatalf("a's own cost %v (known %v), want 40000", k, ok)
+	}
+	for range 3 {
+		// 60 ms launched, 50 ran; then 90 ms launched and 10 left over ran
+		e.add(50e6, 100e6, map[string]float64{"a": 500, "b": 4000}, nil, true, 0, 0)
+		e.add(100e6, 100e6, map[string]float64{"a": 500, "b": 7000}, nil, true, 0, 0)
+	}
+	k := e.fit([]string{"a", "b"})
+	lv := e.level()
+	if got := k["b"] * lv; math.Abs(got-10e3) > 1e-6 {
+		t.Errorf("b's cost %.1f ns per unit at level %.3f, want 10000", got, lv)
+	}
+	if got := k["a"] * lv; math.Abs(got-40e3) > 1e-6 {
+		t.Errorf("a's cost %.1f ns per unit at level %.3f, want 40000 (its own)", got, lv)
 	}
 }
 

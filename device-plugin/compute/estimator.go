@@ -17,12 +17,24 @@ package compute
 // varies the tenants' rates against each other (excite.go) and nothing else
 // gives a tenant's own cost.
 type estimator struct {
-	window int
-	obs    []observation // ring, newest last
-	added  uint64        // windows added so far (observation.seq)
-	solo   map[string]float64
-	soloN  map[string]int // solo windows seen; the estimate counts from minSolo on
-	prev   string         // the tenant that launched alone in the previous window, if any
+	window        int
+	obs           []observation // ring, newest last
+	added         uint64        // windows added so far (observation.seq)
+	solo          map[string]soloCost
+	prev          string // the tenant that launched alone in the previous window, if any
+	prevSaturated bool   // the previous window was saturated
+}
+
+// soloCost pools a tenant's solo windows: their busy time and units, each
+// sum decayed by soloKeep a window, so that a program whose kernels change
+// is followed. Their ratio, not an average of each window's ratio: a window
+// at a limited rate reads what its launches cost plus its queue's change,
+// and one tenant of 125 ns per unit alone at 60% read 176, 97 and 147 in its
+// first three windows (fake driver); the sums cancel the queue's changes,
+// an average keeps them.
+type soloCost struct {
+	busy, units float64
+	n           int // solo windows seen; the estimate counts from minSolo on
 }
 
 type observation struct {
@@ -47,14 +59,14 @@ type observation struct {
 const (
 	saturatedAt = 0.92 // busy fraction from which a period says nothing about cost per unit
 	soloMinBusy = 0.05 // a solo period must show at least this much busy time
-	soloWeight  = 0.3  // EWMA weight of a new solo estimate
+	soloKeep    = 0.9  // the weight a tenant's earlier solo windows keep at each new one
 	minCost     = 0.05 // of the pooled cost: floor of any tenant's cost
-	minSolo     = 3    // solo windows before a tenant's own cost is trusted (a start is noisy)
+	minSolo     = 5    // solo windows before a tenant's own cost is trusted (a start is noisy)
 	minSettled  = 5    // unsaturated windows before the device-wide estimate is compared with measured costs
 )
 
 func newEstimator(window int) *estimator {
-	return &estimator{window: window, solo: map[string]float64{}, soloN: map[string]int{}}
+	return &estimator{window: window, solo: map[string]soloCost{}}
 }
 
 // add records a window. steady are the tenants that have been held to a rate
@@ -81,24 +93,24 @@ func (e *estimator) add(busy, period float64, units map[string]float64, steady m
 			only, n = key, n+1
 		}
 	}
-	prev := e.prev
-	e.prev = ""
+	prev, prevSaturated := e.prev, e.prevSaturated
+	e.prev, e.prevSaturated = "", o.saturated
 	if n == 1 {
 		e.prev = only
 	}
-	// A solo window counts when the tenant was alone in the one before too:
-	// then no one else's queued work runs in it, and it is not a start.
-	if o.saturated || busy < soloMinBusy*period || n != 1 || prev != only || !steady[only] {
+	// A solo window counts when the tenant was alone in the one before too,
+	// and the GPU not saturated in it: then no one else's queued work runs in
+	// it, nor a backlog of its own (a neighbour's 0.5 s restart left a 60%
+	// tenant's first solo window reading 176 ns per unit for a true 125, fake
+	// driver), and it is not a start.
+	if o.saturated || busy < soloMinBusy*period || n != 1 || prev != only || prevSaturated || !steady[only] {
 		return
 	}
-	{
-		k := busy / units[only]
-		if old, ok := e.solo[only]; ok {
-			k = old + soloWeight*(k-old)
-		}
-		e.solo[only] = k
-		e.soloN[only]++
-	}
+	c := e.solo[only]
+	c.busy = c.busy*soloKeep + busy
+	c.units = c.units*soloKeep + units[only]
+	c.n++
+	e.solo[only] = c
 }
 
 // settled says whether the device-wide estimate of steady windows (steady)
@@ -132,16 +144,24 @@ func (e *estimator) settled() bool {
 // not run yet is bounded by the queue (a launch blocks while it is full),
 // so the pooled cost of all of them is unbiased. 1 when either is unknown.
 func (e *estimator) level() float64 {
-	startsOnly := e.startsOnly()
+	return e.levelOver(false, e.startsOnly())
+}
+
+// levelOver is the level of fitOver(steadyOnly)'s basis against all windows
+// (steadyOnly: all steady ones; level is levelOver(false)).
+func (e *estimator) levelOver(steadyOnly, startsOnly bool) float64 {
 	var busy, units, busyAll, unitsAll float64
 	for _, o := range e.obs {
+		if !wide(o, steadyOnly) {
+			continue
+		}
 		var u float64
 		for _, x := range o.units {
 			u += x
 		}
 		busyAll += o.busy
 		unitsAll += u
-		if counts(o, false, startsOnly) {
+		if counts(o, steadyOnly, startsOnly) {
 			busy += o.busy
 			units += u
 		}
@@ -154,8 +174,11 @@ func (e *estimator) level() float64 {
 
 // known is a tenant's own cost, once enough solo windows were seen.
 func (e *estimator) known(key string) (float64, bool) {
-	k, ok := e.solo[key]
-	return k, ok && e.soloN[key] >= minSolo
+	c := e.solo[key]
+	if c.n < minSolo || c.units <= 0 {
+		return 0, false
+	}
+	return c.busy / c.units, true
 }
 
 // forget drops a tenant that left, and its share of each window's busy
@@ -167,7 +190,6 @@ func (e *estimator) known(key string) (float64, bool) {
 // stopped, simulated).
 func (e *estimator) forget(key string, k map[string]float64) {
 	delete(e.solo, key)
-	delete(e.soloN, key)
 	if e.prev == key {
 		e.prev = ""
 	}
@@ -279,20 +301,60 @@ func (e *estimator) fitOver(keys []string, steadyOnly bool) map[string]float64 {
 			return map[string]float64{}
 		}
 		known, unknown = 0, all
-		e.solo, e.soloN = map[string]float64{}, map[string]int{}
+		e.solo = map[string]soloCost{}
 	}
 	pooled := busy / all
+	lv := e.levelOver(steadyOnly, startsOnly)
 	rest := pooled
-	if unknown > 0 {
-		rest = max((busy-known)/unknown, minCost*pooled)
+	if unknown > 0 && known > 0 {
+		rest = max(e.rest(steadyOnly)/lv, minCost*pooled)
 	}
 	out := make(map[string]float64, len(keys))
 	for _, key := range keys {
 		if k, ok := e.known(key); ok {
-			out[key] = max(k, minCost*pooled)
+			out[key] = max(k/lv, minCost*pooled)
 		} else {
 			out[key] = rest
 		}
 	}
 	return out
+}
+
+// rest is the cost of the tenants whose own cost is not known, at the true
+// level: the busy time of all windows (steadyOnly: all steady ones) that the
+// known tenants' own costs do not explain, over the others' units. Not over
+// the fit's basis: its unsaturated windows beside saturated ones read low
+// (a window where less ran than was launched stays below saturation and
+// counts, one where a backlog drained is saturated and does not; a pair of
+// one program read 97-105 ns per unit for a true 125), and subtracted from
+// them a known cost, exact from its solo windows, left the whole shortfall
+// to the rest: a container restarting beside a neighbour (known at 126,
+// alone in the gap) was costed 70-114 and ran 33-35 for 30 beside 55-57
+// for 60 (fake driver). Across all windows what was launched and not run is
+// bounded by the queue. 0 when no unknown tenant launched.
+func (e *estimator) rest(steadyOnly bool) float64 {
+	var busy, known, unknown float64
+	for _, o := range e.obs {
+		if !wide(o, steadyOnly) {
+			continue
+		}
+		busy += o.busy
+		for key, u := range o.units {
+			if k, ok := e.known(key); ok {
+				known += u * k
+			} else {
+				unknown += u
+			}
+		}
+	}
+	if unknown <= 0 {
+		return 0
+	}
+	return (busy - known) / unknown
+}
+
+// wide says whether a window is among those a basis is compared with (its
+// level, the rest's busy time): all of them, or the steady ones.
+func wide(o observation, steadyOnly bool) bool {
+	return o.steady || !steadyOnly
 }

@@ -62,3 +62,49 @@ func TestEstimatorForgetClearsSteady(t *testing.T) {
 		t.Error("the estimate stays settled on the windows of a tenant that left")
 	}
 }
+
+// A tenant's own cost pools its solo windows (their sums): each window at a
+// limited rate reads what it launched plus its queue's change, and over a run
+// the changes cancel. An average of each window's ratio kept them (132 ns per
+// unit for a true 125 here).
+func TestEstimatorSoloPooled(t *testing.T) {
+	const P = 100e6
+	e := newEstimator(window)
+	steady := map[string]bool{"a": true}
+	// 50 ms ran each window; what was launched swung around 400,000 units
+	for _, u := range []float64{400e3, 300e3, 500e3, 340e3, 460e3, 400e3} {
+		e.add(50e6, P, map[string]float64{"a": u}, steady, true, 0, 0)
+	}
+	k, ok := e.known("a")
+	if !ok || math.Abs(k/125-1) > 0.01 {
+		t.Errorf("a's own cost %.1f ns per unit (known %v), want 125 ± 1%%", k, ok)
+	}
+}
+
+// A solo window right after a saturated one runs the tenant's backlog (a 60%
+// tenant read 176 ns per unit for a true 125 after its neighbour left,
+// fake driver): it does not count.
+func TestEstimatorSoloNotAfterSaturated(t *testing.T) {
+	const P = 100e6
+	tests := []struct {
+		name  string
+		first float64 // busy time of the window before the solo run
+		want  bool    // a's cost known after minSolo solo windows
+	}{
+		{name: "after an unsaturated window", first: 0.5 * P, want: true},
+		{name: "after a saturated window", first: P, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEstimator(window)
+			steady := map[string]bool{"a": true}
+			e.add(tt.first, P, map[string]float64{"a": 400e3}, steady, true, 0, 0)
+			for range minSolo {
+				e.add(0.5*P, P, map[string]float64{"a": 400e3}, steady, true, 0, 0)
+			}
+			if _, ok := e.known("a"); ok != tt.want {
+				t.Errorf("a's own cost known: %v, want %v", ok, tt.want)
+			}
+		})
+	}
+}
