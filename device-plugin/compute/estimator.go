@@ -5,12 +5,13 @@ package compute
 // only a proxy: one tenant's unit may cost eight times another's. What the
 // GPU-wide busy time can tell reliably:
 //
-//   - a period in which one tenant alone launched (and the GPU was not
-//     saturated, so what was launched is what ran) gives that tenant's cost
-//     exactly: busy / units. These solo estimates are kept per tenant.
-//   - any unsaturated period gives the pooled cost: busy / all units; the part
-//     of it not explained by tenants with solo estimates is shared by the
-//     others at one common cost.
+//   - periods in which one tenant alone launched (and the GPU was not
+//     saturated, so what was launched is what ran, give or take its queue)
+//     give that tenant's cost: their busy time over their units. These solo
+//     estimates are kept per tenant (soloCost).
+//   - any unsaturated period gives the pooled cost: busy / all units. The
+//     busy time of all periods that tenants with solo estimates do not
+//     explain is shared by the others at one common cost (rest).
 //
 // Regression over mixed periods (regress) drifted apart for identical
 // tenants in a steady closed loop; it is used only where the controller
