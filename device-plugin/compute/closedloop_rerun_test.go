@@ -28,6 +28,20 @@ func TestClosedLoopLateSamples(t *testing.T) {
 		5, fmt.Sprintf("with device samples %d ms late", lateDelayUs/1000), "")
 }
 
+// samplePhaseUs: where TestClosedLoopSamplePhase's device samples fall
+// between whole sample periods of CLOCK_MONOTONIC.
+const samplePhaseUs = 30000
+
+// TestClosedLoopSamplePhase reruns the unsaturated pair with the device
+// samples stamped 30 ms after whole periods, as a driver sampling on its own
+// clock stamps them at any phase of the slots': with slots of 50 ms the
+// pair read 27.1-28.6 at 20-30 ms and 33.1 at 0 (the suite's), simulated
+// 28.0-33.1 over all phases (TestSimSamplePhase).
+func TestClosedLoopSamplePhase(t *testing.T) {
+	rerun(t, "FAKEGPU_SAMPLE_PHASE_US", []string{fmt.Sprintf("FAKEGPU_SAMPLE_PHASE_US=%d", samplePhaseUs)},
+		`TestClosedLoopShares/^pair_30\+30,_the_GPU_not_full$`, 1, fmt.Sprintf("with device samples at phase %d ms", samplePhaseUs/1000), "")
+}
+
 // TestClosedLoopWholeDeviceSamples reruns the cases of one program (pairs,
 // triple, balance) and one of different programs with per-process samples
 // as an H200 (driver 580) gives them: one sample a round (every 200 ms), of

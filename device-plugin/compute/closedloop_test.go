@@ -496,6 +496,10 @@ func TestClosedLoopShares(t *testing.T) {
 	}{
 		{name: "pair 30+60", specs: []tenantSpec{compute("a", 30), compute("b", 60)}, want: map[string]float64{"a": 30, "b": 60}},
 		{name: "pair 50+50", specs: []tenantSpec{compute("a", 50), compute("b", 50)}, want: map[string]float64{"a": 50, "b": 50}},
+		// the GPU not full: the demo's two 30% pods on one GPU got 33.1 each
+		// while slots of 50 ms left a part of one in each device sample
+		// (slotPeriodFor)
+		{name: "pair 30+30, the GPU not full", specs: []tenantSpec{compute("a", 30), compute("b", 30)}, want: map[string]float64{"a": 30, "b": 30}},
 		{name: "pair 10+90", specs: []tenantSpec{compute("a", 10), compute("b", 90)}, want: map[string]float64{"a": 10, "b": 90}},
 		{name: "triple 20+30+40", specs: []tenantSpec{compute("a", 20), compute("b", 30), compute("c", 40)}, want: map[string]float64{"a": 20, "b": 30, "c": 40}},
 		{name: "cost model 8x off, learned while alone", // a: 1 warp per block, b: 8; same GPU time per block.

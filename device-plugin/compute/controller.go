@@ -393,7 +393,7 @@ func (g *GPU) Step(in Input) []Decision {
 	for i := 1; i < g.saturated && backoff > 0.3 && !overshoot; i++ {
 		backoff *= 0.85
 	}
-	level := g.est.level()
+	level, starts := g.est.level(), g.est.startsLevel()
 	var eligible []string
 	asked := make(map[string]float64, len(in.Tenants))
 	for _, t := range in.Tenants {
@@ -426,7 +426,11 @@ func (g *GPU) Step(in Input) []Decision {
 		}
 		d.Lent = lend[t.Key]
 		tg := target{now: d.Share + lend[t.Key], seen: d.Share + lent[t.Key], hold: !clean}
-		d.Control = g.decide(t, st, in, P, a, k[t.Key], fk, d.Share, tg, throttled, backoff, slotted[t.Key])
+		rk := k[t.Key] // the cost the rate is set at
+		if !calibrated[t.Key] && !g.regressed {
+			rk *= starts
+		}
+		d.Control = g.decide(t, st, in, P, a, rk, fk, d.Share, tg, throttled, backoff, slotted[t.Key])
 		out = append(out, d)
 	}
 	assignSlots(out, slotted, P)

@@ -64,6 +64,7 @@ const (
 	minCost     = 0.05 // of the pooled cost: floor of any tenant's cost
 	minSolo     = 5    // solo windows before a tenant's own cost is trusted (a start is noisy)
 	minSettled  = 5    // unsaturated windows before the device-wide estimate is compared with measured costs
+	startsOff   = 2    // a basis of starts this many times below the steady windows' cost is off (startsLevel)
 )
 
 func newEstimator(window int) *estimator {
@@ -261,6 +262,46 @@ func (e *estimator) startsOnly() bool {
 		}
 	}
 	return one != ""
+}
+
+// startsLevel is what fit's costs are multiplied by for a rate where its
+// basis holds starts' windows only (no window of it is steady) and reads
+// below the steady windows: their pooled cost over the basis's, where
+// higher; 1 otherwise. A start's window can read a fraction of what its
+// launches cost (their busy time fell between device samples 200 ms apart
+// that average the last 166 ms: 8.9 ns per unit for a true 125), and where
+// every steady window after it is saturated (several tenants, so not
+// startsOnly) nothing replaced it: a 30 + 60 pair launched at rates 14
+// times too high for 7 s, split the GPU by its queues and then swung below
+// its shares (27.5 + 55.2, simulated). Saturated windows read low if
+// anything (what was launched and not run is queued), so they raise a rate
+// only where its basis is lower still. Not all windows (level): a start's
+// first one holds busy time of launches never charged (level 7.7 at the
+// start of a pair whose basis was right).
+func (e *estimator) startsLevel() float64 {
+	startsOnly := e.startsOnly()
+	var bb, bu, sb, su float64
+	for _, o := range e.obs {
+		var u float64
+		for _, x := range o.units {
+			u += x
+		}
+		switch {
+		case counts(o, false, startsOnly) && o.steady:
+			return 1
+		case counts(o, false, startsOnly):
+			bb, bu = bb+o.busy, bu+u
+		case o.steady:
+			sb, su = sb+o.busy, su+u
+		}
+	}
+	if bb <= 0 || bu <= 0 || sb <= 0 || su <= 0 {
+		return 1
+	}
+	if r := (sb / su) / (bb / bu); r >= startsOff {
+		return r
+	}
+	return 1
 }
 
 // counts says whether a window is in fit's basis (steadyOnly: steady's).

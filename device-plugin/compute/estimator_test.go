@@ -47,6 +47,41 @@ func TestEstimatorStartsOnly(t *testing.T) {
 	}
 }
 
+// TestEstimatorStartsLevel: a pair's start read 8.9 ns per unit (its
+// launches' busy time fell between device samples) and every steady window
+// after it is saturated: the rate's cost is the steady windows'.
+func TestEstimatorStartsLevel(t *testing.T) {
+	const P = 200e6
+	start := observation{busy: 4e6, period: P, units: map[string]float64{"a": 144000, "b": 144000}} // 13.9 ns per unit
+	sat := observation{busy: P, period: P, saturated: true, steady: true, units: map[string]float64{"a": 0.6e6, "b": 1.2e6}}
+	tests := []struct {
+		name string
+		obs  []observation
+		want float64
+	}{
+		{name: "a start's basis far below the saturated steady windows", obs: []observation{start, sat, sat}, want: (P / 1.8e6) / (4e6 / 288000)},
+		{name: "an unsaturated steady window in the basis", obs: []observation{start, sat,
+			{busy: 0.9 * P, period: P, steady: true, units: map[string]float64{"a": 0.48e6, "b": 0.96e6}}}, want: 1},
+		{name: "no steady window yet", obs: []observation{start, {busy: P, period: P, saturated: true, units: sat.units}}, want: 1},
+		// saturated windows read low if anything: a basis a little below
+		// them is the loop's to correct
+		{name: "a basis less than twice below", obs: []observation{
+			{busy: 0.35 * P, period: P, units: map[string]float64{"a": 0.3e6, "b": 0.6e6}}, sat}, want: 1},
+		{name: "one tenant: its own steady windows are the basis (startsOnly)", obs: []observation{
+			{busy: 4e6, period: P, units: map[string]float64{"a": 288000}},
+			{busy: P, period: P, saturated: true, steady: true, units: map[string]float64{"a": 1.6e6}}}, want: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEstimator(window)
+			e.obs = tt.obs
+			if got := e.startsLevel(); math.Abs(got/tt.want-1) > 1e-9 {
+				t.Errorf("startsLevel %.4f, want %.4f", got, tt.want)
+			}
+		})
+	}
+}
+
 // Windows only a departed tenant launched in are no one's steady windows: a
 // pair joining as a 90% tenant left was settled on its windows.
 func TestEstimatorForgetClearsSteady(t *testing.T) {

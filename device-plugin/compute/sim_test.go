@@ -92,6 +92,7 @@ type simGPU struct {
 	seed        uint64        // of the noise
 	delay       time.Duration // device samples arrive this late
 	window      time.Duration // a device sample averages this long before its stamp (0: see Busy)
+	phase       time.Duration // the samples' stamps fall this long after whole periods of the clock
 	// boost: power-capped clocks, as the fake driver's FAKEGPU_BOOST (an
 	// H200 ran SM 1473 MHz at full load, 1980 with one tenant at 10-50%):
 	// kernels launched run 1 + boost times as fast when the device was busy
@@ -218,7 +219,7 @@ func (g *simGPU) Busy(_ string, mono uint64, _ time.Time) (Window, bool, error) 
 	if g.window > 0 {
 		avg = g.window
 	}
-	end := (g.now - g.delay) / period * period
+	end := (g.now-g.delay-g.phase)/period*period + g.phase
 	if g.lastDev == 0 {
 		if end >= period {
 			g.lastDev = end
@@ -313,7 +314,7 @@ func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]floa
 	t.Helper()
 	dir := t.TempDir()
 	g := &simGPU{cur: -1, slice: opts.slice, switchCost: opts.switchCost, noise: opts.noise, seed: opts.seed, delay: opts.delay,
-		wholeDevice: opts.wholeDevice, window: opts.window, boost: opts.boost, clockSeen: !opts.blindClock}
+		wholeDevice: opts.wholeDevice, window: opts.window, phase: opts.phase, boost: opts.boost, clockSeen: !opts.blindClock}
 	if g.slice == 0 {
 		g.slice = 2 * time.Millisecond
 	}
@@ -433,6 +434,7 @@ type simOptions struct {
 	delay             time.Duration
 	wholeDevice       bool           // per-process samples as an H200 gives them (simGPU.Processes)
 	window            time.Duration  // a device sample's averaging window (0: Busy's default)
+	phase             time.Duration  // where the driver's sample clock is: stamps this long after whole periods
 	boost             float64        // power-capped clocks (simGPU.speed): kernels up to 1 + boost as fast below full load
 	blindClock        bool           // the driver does not report the SM clock
 	fittedAt          *time.Duration // where set: when the fit first split the tenants' costs (-1: never)

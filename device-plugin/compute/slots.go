@@ -22,12 +22,28 @@ import (
 // of the rate, so a tenant waiting for its slot loses no credit.
 const slotPeriod = 40 * time.Millisecond
 
-// slotPeriodFor is slotPeriod or longer, a whole fraction of the
-// controller's period P (ns; P itself where shorter): each device window
-// then holds whole slot periods, and a burst cut by a window's edge is cut
-// at the same place in every window.
+// sampleWindow: how long a device utilization sample averages, 1/6 s on
+// the datacenter GPUs whose samples come 100 or 200 ms apart (NVML's
+// shortest sample period; the fake driver's FAKEGPU_SAMPLE_WINDOW_US).
+const sampleWindow = time.Second / 6
+
+// slotPeriodFor is a whole fraction of the controller's period P (ns; P
+// itself where shorter than slotPeriod) and of sampleWindow where one near
+// slotPeriod is: each window then holds whole slot periods, and so does
+// each device sample. A sample that holds part of one reads the tenants'
+// bursts or the gap after them by its stamps' phase, which is the driver's
+// own clock's: an unsaturated pair of 30 + 30 held by 50 ms slots read 28.0
+// to 33.1 by phase on 100 ms samples of 1/6 s, simulated (33.1 on the fake
+// driver, whose samples fall on whole periods like the slots).
 func slotPeriodFor(P float64) float64 {
-	return P / max(math.Floor(P/float64(slotPeriod)), 1)
+	n := max(math.Floor(P/float64(slotPeriod)), 1)
+	for m := n; m <= n+n/2+1 && P/m >= float64(slotPeriod)/2; m++ {
+		k := float64(sampleWindow) / (P / m)
+		if math.Abs(k-math.Round(k)) <= 0.02 {
+			return P / m
+		}
+	}
+	return P / n
 }
 
 // slotted: the tenants that get slots this period, those held to a rate

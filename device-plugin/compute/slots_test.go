@@ -13,8 +13,13 @@ func TestSlotPeriodFor(t *testing.T) {
 		P    time.Duration
 		want time.Duration
 	}{
-		{name: "an H100's 100 ms samples: two slot periods", P: 100 * time.Millisecond, want: 50 * time.Millisecond},
-		{name: "an H200's 200 ms samples: five", P: 200 * time.Millisecond, want: 40 * time.Millisecond},
+		// 1/6 s (a device sample's window) is five of them: each sample holds
+		// whole slot periods, whatever its phase
+		{name: "an H100's 100 ms samples: three slot periods", P: 100 * time.Millisecond, want: time.Second / 30},
+		{name: "an H200's 200 ms samples: six", P: 200 * time.Millisecond, want: time.Second / 30},
+		{name: "two samples read at once: the same slot period", P: 300 * time.Millisecond, want: time.Second / 30},
+		{name: "a sample period a slot period's multiple of 1/6 s", P: 500 * time.Millisecond, want: 500 * time.Millisecond / 12},
+		{name: "no whole fraction near slotPeriod fits 1/6 s: the longest", P: 70 * time.Millisecond, want: 70 * time.Millisecond},
 		{name: "a period shorter than a slot period: one", P: 15 * time.Millisecond, want: 15 * time.Millisecond},
 	}
 	for _, tt := range tests {
@@ -40,15 +45,15 @@ func TestAssignSlots(t *testing.T) {
 		{name: "two tenants, in key order, as long as their targets",
 			ds:      []Decision{limited("b", 0.6, 0), limited("a", 0.3, 0)},
 			slotted: map[string]bool{"a": true, "b": true},
-			want:    map[string]api.Slot{"a": {PeriodUs: 40000, StartUs: 0, LenUs: 12000}, "b": {PeriodUs: 40000, StartUs: 12000, LenUs: 24000}}},
+			want:    map[string]api.Slot{"a": {PeriodUs: 33333, StartUs: 0, LenUs: 10000}, "b": {PeriodUs: 33333, StartUs: 10000, LenUs: 20000}}},
 		{name: "a turn's lent share lengthens its slot",
 			ds:      []Decision{limited("a", 0.3, 0.05), limited("b", 0.6, -0.05)},
 			slotted: map[string]bool{"a": true, "b": true},
-			want:    map[string]api.Slot{"a": {PeriodUs: 40000, StartUs: 0, LenUs: 14000}, "b": {PeriodUs: 40000, StartUs: 14000, LenUs: 22000}}},
+			want:    map[string]api.Slot{"a": {PeriodUs: 33333, StartUs: 0, LenUs: 11667}, "b": {PeriodUs: 33333, StartUs: 11667, LenUs: 18333}}},
 		{name: "targets past the whole GPU are scaled to the period",
 			ds:      []Decision{limited("a", 0.8, 0), limited("b", 0.8, 0)},
 			slotted: map[string]bool{"a": true, "b": true},
-			want:    map[string]api.Slot{"a": {PeriodUs: 40000, StartUs: 0, LenUs: 20000}, "b": {PeriodUs: 40000, StartUs: 20000, LenUs: 20000}}},
+			want:    map[string]api.Slot{"a": {PeriodUs: 33333, StartUs: 0, LenUs: 16667}, "b": {PeriodUs: 33333, StartUs: 16667, LenUs: 16666}}},
 		{name: "one tenant held to a rate: no slots",
 			ds:      []Decision{limited("a", 0.3, 0), {Key: "b", Share: 1, Control: api.ControlDevice{Mode: api.ControlUnlimited}}},
 			slotted: map[string]bool{"a": true, "b": true},
@@ -56,12 +61,12 @@ func TestAssignSlots(t *testing.T) {
 		{name: "a tenant not slotted (idle) gets none, and is left out",
 			ds:      []Decision{limited("a", 0.3, 0), limited("b", 0.3, 0), limited("c", 0.3, 0)},
 			slotted: map[string]bool{"a": true, "c": true},
-			want:    map[string]api.Slot{"a": {PeriodUs: 40000, StartUs: 0, LenUs: 12000}, "c": {PeriodUs: 40000, StartUs: 12000, LenUs: 12000}}},
+			want:    map[string]api.Slot{"a": {PeriodUs: 33333, StartUs: 0, LenUs: 10000}, "c": {PeriodUs: 33333, StartUs: 10000, LenUs: 10000}}},
 		{name: "no rate yet (boot): no slot",
 			ds: []Decision{limited("a", 0.3, 0), limited("b", 0.3, 0),
 				{Key: "c", Share: 0.3, Control: api.ControlDevice{Mode: api.ControlLimited}}},
 			slotted: map[string]bool{"a": true, "b": true, "c": true},
-			want:    map[string]api.Slot{"a": {PeriodUs: 40000, StartUs: 0, LenUs: 12000}, "b": {PeriodUs: 40000, StartUs: 12000, LenUs: 12000}}},
+			want:    map[string]api.Slot{"a": {PeriodUs: 33333, StartUs: 0, LenUs: 10000}, "b": {PeriodUs: 33333, StartUs: 10000, LenUs: 10000}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,6 +107,49 @@ func TestSimSlots(t *testing.T) {
 			for k, want := range map[string]float64{"a": float64(tt.ta), "b": float64(tt.tb)} {
 				if d := got[k] - want; d > 3 || d < -3 {
 					t.Errorf("%s got %.1f, want %.0f ± 3", k, got[k], want)
+				}
+			}
+		})
+	}
+}
+
+// TestSimSamplePhase: a device sample averages the last 1/6 s, and the
+// driver stamps it on its own clock, at any phase of the slots'. Slot
+// periods of 50 ms (an H100's 100 ms samples) left a part of one in every
+// sample: an unsaturated pair of 30 + 30 read 28.0 to 33.1 by phase, the
+// same on the fake driver (33.1 at its phase 0; the demo's two 30% pods).
+// On an H200's samples (200 ms apart, 1/6 s each) a pair's start whose
+// launches ran between two samples read 8.9 ns per unit for a true 125,
+// and at three phases of seven 30 + 60 got 26.3-27.2 + 54.9-55.5
+// (startsLevel). Simulated, noise-free: a phase moves a share by at most
+// rounding.
+func TestSimSamplePhase(t *testing.T) {
+	tests := []struct {
+		name  string
+		specs []simTenant
+		opts  simOptions
+		want  map[string]float64
+		tol   float64
+	}{
+		{name: "30 + 30, the GPU not full, 100 ms samples", specs: []simTenant{simT("a", 30, simPlain), simT("b", 30, simPlain)},
+			want: map[string]float64{"a": 30, "b": 30}, tol: 1},
+		{name: "10 + 20 + 30, 100 ms samples, 50 ms late", specs: []simTenant{simT("a", 10, simPlain), simT("b", 20, simPlain), simT("c", 30, simPlain)},
+			opts: simOptions{delay: 50 * time.Millisecond}, want: map[string]float64{"a": 10, "b": 20, "c": 30}, tol: 1},
+		{name: "30 + 30 on an H200's samples", specs: []simTenant{simT("a", 30, simPlain), simT("b", 30, simPlain)},
+			opts: simOptions{wholeDevice: true}, want: map[string]float64{"a": 30, "b": 30}, tol: 1},
+		{name: "30 + 60 on an H200's samples", specs: []simTenant{simT("a", 30, simPlain), simT("b", 60, simPlain)},
+			opts: simOptions{wholeDevice: true}, want: map[string]float64{"a": 30, "b": 60}, tol: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for ph := time.Duration(0); ph < 100*time.Millisecond; ph += 15 * time.Millisecond {
+				opts := tt.opts
+				opts.window, opts.phase = sampleWindow, ph
+				got, _ := simulate(t, tt.specs, opts)
+				for k, want := range tt.want {
+					if d := got[k] - want; d > tt.tol || d < -tt.tol {
+						t.Errorf("samples at phase %v: %s got %.1f, want %.0f ± %.0f (%s)", ph, k, got[k], want, tt.tol, simString(got))
+					}
 				}
 			}
 		})

@@ -23,6 +23,8 @@
  *                        spacing (default 166667: NVML's 1/6 s)
  *   FAKEGPU_MAX_QUEUE_US a launch blocks while more than this much work is queued (20000)
  *   FAKEGPU_SAMPLE_US    NVML device utilization sample period (default 100000: ~10/s)
+ *   FAKEGPU_SAMPLE_PHASE_US  the device samples' stamps fall this long after whole periods of
+ *                        CLOCK_MONOTONIC (default 0), as a real driver samples on its own clock
  *   FAKEGPU_PROC_SAMPLE_US   per-process utilization sample period (default 1000000)
  *   FAKEGPU_PROC_NOISE   per-process samples are off by up to this many points (default 20)
  *   FAKEGPU_NVML_PID_OFFSET  NVML reports pid + offset, as a host sees a container's pids
@@ -137,7 +139,8 @@ struct fk_globals {
 	uint64_t ns_per_block, max_queue_ns, sample_ns, proc_sample_ns;
 	uint64_t slice_ns, switch_ns; /* FAKEGPU_SLICE_US, FAKEGPU_SWITCH_US (slice 0: not set) */
 	int slice_set;                /* FAKEGPU_SLICE_US is in the environment (0: slicing off) */
-	uint64_t launch_ns, memset_ns_per_mib, memcpy_ns_per_mib, sample_delay_ns, sample_window_ns;
+	uint64_t launch_ns, memset_ns_per_mib, memcpy_ns_per_mib, sample_delay_ns, sample_window_ns,
+		sample_phase_ns;
 	unsigned nvml_pid_offset, proc_noise, proc_whole;
 	uint64_t boost_ppm, boost_knee_pct, clock_mhz; /* FAKEGPU_BOOST x 1e6, FAKEGPU_BOOST_KNEE, FAKEGPU_CLOCK_MHZ */
 	char dir[512];

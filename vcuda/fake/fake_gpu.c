@@ -189,6 +189,7 @@ static void init_once(void)
 	 * samples once a second, off by up to 20 points, keyed by host pids (never getpid()). */
 	fk.sample_ns = env_u64("FAKEGPU_SAMPLE_US", 100000) * 1000;
 	fk.proc_sample_ns = env_u64("FAKEGPU_PROC_SAMPLE_US", 1000000) * 1000;
+	fk.sample_phase_ns = env_u64("FAKEGPU_SAMPLE_PHASE_US", 0) * 1000;
 	fk.proc_noise = (unsigned)env_u64("FAKEGPU_PROC_NOISE", 20);
 	fk.proc_whole = env_u64("FAKEGPU_PROC_WHOLE", 0) != 0;
 	fk.nvml_pid_offset = (unsigned)env_u64("FAKEGPU_NVML_PID_OFFSET", 4000000);
@@ -206,6 +207,7 @@ static void init_once(void)
 		fk.sample_ns = 1000000;
 	if (fk.sample_window_ns < fk.sample_ns)
 		fk.sample_window_ns = fk.sample_ns;
+	fk.sample_phase_ns %= fk.sample_ns;
 	fk.bump32 = 0x10000000u;
 	fk.next_handle = 1;
 	const char *spec = getenv("FAKEGPU_DEVICES");

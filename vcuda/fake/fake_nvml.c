@@ -105,6 +105,13 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t h, nvmlMemory_v2_
 	return rc;
 }
 
+/* The end of the newest device sample period by now (FAKEGPU_SAMPLE_US, FAKEGPU_SAMPLE_PHASE_US). */
+static uint64_t sample_end(uint64_t now)
+{
+	uint64_t p = fk.sample_ns, ph = fk.sample_phase_ns;
+	return now < ph + p ? 0 : (now - ph) / p * p + ph;
+}
+
 static unsigned pct(uint64_t busy, uint64_t period)
 {
 	return (unsigned)((busy * 100 + period / 2) / period);
@@ -114,9 +121,9 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t h, nvmlUtiliza
 {
 	DEV_OR_FAIL(i, h);
 	struct fk_state *s = fk.dev[i].st;
-	uint64_t p = fk.sample_ns, t = fk_now() / p * p;
+	uint64_t t = sample_end(fk_now()), p = fk.sample_ns;
 	fk_lock(s);
-	uint64_t busy = fk_busy_locked(s, -1, t) - fk_busy_locked(s, -1, t - p);
+	uint64_t busy = fk_busy_locked(s, -1, t) - fk_busy_locked(s, -1, t > p ? t - p : 0);
 	fk_unlock(s);
 	u->gpu = pct(busy, p);
 	u->memory = 0;
@@ -136,11 +143,12 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t h, nvmlClockType_t ty
 	return NVML_SUCCESS;
 }
 
-/* Device utilization samples: one per period P (FAKEGPU_SAMPLE_US) that ended after
- * last_seen_us (at most 32 back; only the newest when last_seen_us is 0), published
- * FAKEGPU_SAMPLE_DELAY_US after the period ends, each the busy time over the
- * FAKEGPU_SAMPLE_WINDOW_US before its stamp (longer than P: consecutive samples overlap), in
- * whole percent, stamped like the real driver's: wall-clock (CLOCK_REALTIME) microseconds. */
+/* Device utilization samples: one per period P (FAKEGPU_SAMPLE_US; periods end
+ * FAKEGPU_SAMPLE_PHASE_US after whole P of CLOCK_MONOTONIC) that ended after last_seen_us (at
+ * most 32 back; only the newest when last_seen_us is 0), published FAKEGPU_SAMPLE_DELAY_US after
+ * the period ends, each the busy time over the FAKEGPU_SAMPLE_WINDOW_US before its stamp (longer
+ * than P: consecutive samples overlap), in whole percent, stamped like the real driver's:
+ * wall-clock (CLOCK_REALTIME) microseconds. */
 FK_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t h, nvmlSamplingType_t type,
 					    unsigned long long last_seen_us, nvmlValueType_t *vt,
 					    unsigned int *count, nvmlSample_t *out)
@@ -157,7 +165,7 @@ FK_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t h, nvmlSamplingType_t t
 	uint64_t wall = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
 	uint64_t off_us = (wall - now) / 1000; /* monotonic -> wall clock */
 	now = now > fk.sample_delay_ns ? now - fk.sample_delay_ns : 0;
-	uint64_t t = now / p * p;
+	uint64_t t = sample_end(now);
 	if (t < win || t / 1000 + off_us <= last_seen_us)
 		return NVML_ERROR_NOT_FOUND;
 	uint64_t nwin = 1;
