@@ -90,6 +90,42 @@ func (c *calibration) cost() (float64, bool) {
 	return c.ns / c.units, true
 }
 
+// learn takes a period's per-process samples into the tenants'
+// calibrations and the foreign load.
+func (g *GPU) learn(in Input) {
+	if in.Unshared {
+		// Samples that give no shares give no foreign load either: an
+		// unowned process's sample reads the whole device too, or is a
+		// departed one's last work. A finished solo run's process, sampled
+		// in a pair's first rounds, held 64% of the GPU as foreign load for
+		// the pair's whole run (no later round measured anything), its
+		// targets scaled to 11.5 + 23 for 30 + 60 (the fake driver as an
+		// H200, rehearsal of 2026-11-29).
+		g.foreign = foreign{}
+	}
+	m := in.Measurement
+	switch {
+	case m == nil:
+	case m.OverRead:
+		// per-process samples that are not shares (each active process
+		// read about the whole device): what they taught so far, the
+		// rounds that missed a tenant included, is no basis for a split
+		for _, st := range g.tenants {
+			st.cal, st.refit = calibration{}, true
+		}
+		g.measured, g.foreign = false, foreign{}
+	default:
+		if !in.Unshared {
+			g.foreign.add(*m)
+		}
+		for key, mt := range m.Tenants {
+			if st := g.tenants[key]; st != nil {
+				st.cal.add(mt, m.SpanNs)
+			}
+		}
+	}
+}
+
 // foreign is the GPU's load that no tenant's samples explain, averaged.
 type foreign struct {
 	owned, residual float64 // EWMA fractions of the GPU: unowned processes; device beyond samples

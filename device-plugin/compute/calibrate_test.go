@@ -54,6 +54,37 @@ func TestStepAttributesByMeasuredCost(t *testing.T) {
 	}
 }
 
+// TestForeignLoadNotFromUnsharedSamples: a departed process's last samples
+// read as 64% of foreign load in a pair's first rounds; then the GPU's
+// samples turn out to give no shares (an H200's), and no round measures
+// anything again. The foreign load goes with them: the targets are the
+// pair's own, not scaled to 11.5 + 23.
+func TestForeignLoadNotFromUnsharedSamples(t *testing.T) {
+	g := NewGPU()
+	step := func(i uint64, unshared bool, m *Measurement) []Decision {
+		return g.Step(Input{BusyNs: 64e6, PeriodNs: 100e6, NowNs: 1e9 + i*100e6, Unshared: unshared,
+			Tenants: []TenantInput{fixedTenant("a", 0.3, 0), fixedTenant("b", 0.6, 0)}, Measurement: m})
+	}
+	for i := range uint64(2) {
+		step(i, false, &Measurement{SpanNs: 200e6, BusyNs: 128e6, ForeignNs: 128e6, Unowned: 1, Tenants: map[string]Measured{}})
+	}
+	if f := g.Foreign(); math.Abs(f-0.64) > 1e-6 {
+		t.Fatalf("foreign load %v after the departed process's rounds, want 0.64", f)
+	}
+	var ds []Decision
+	for i := uint64(2); i < 20; i++ {
+		ds = step(i, true, nil)
+	}
+	if f := g.Foreign(); f != 0 {
+		t.Errorf("foreign load %v on a GPU whose samples give no shares, want 0", f)
+	}
+	for _, d := range ds {
+		if want := map[string]float64{"a": 0.3, "b": 0.6}[d.Key]; math.Abs(d.Share-want) > 1e-9 {
+			t.Errorf("%s: target %.4f, want %.4f", d.Key, d.Share, want)
+		}
+	}
+}
+
 // TestForeignLoadShrinksTheHeadroom: a process no tenant owns takes 20% of
 // the GPU: reported, not charged, and the shares scaled to what it leaves.
 func TestForeignLoadShrinksTheHeadroom(t *testing.T) {

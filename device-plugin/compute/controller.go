@@ -299,22 +299,7 @@ func (g *GPU) Step(in Input) []Decision {
 	} else {
 		g.regressed = false
 	}
-	if m := in.Measurement; m != nil && m.OverRead {
-		// per-process samples that are not shares (each active process
-		// read about the whole device): what they taught so far, the
-		// rounds that missed a tenant included, is no basis for a split
-		for _, st := range g.tenants {
-			st.cal, st.refit = calibration{}, true
-		}
-		g.measured = false
-	} else if m != nil {
-		g.foreign.add(*m)
-		for key, mt := range m.Tenants {
-			if st := g.tenants[key]; st != nil {
-				st.cal.add(mt, m.SpanNs)
-			}
-		}
-	}
+	g.learn(in)
 	// Measured costs replace the device-wide ones once one tenant's stands
 	// apart from its device-wide cost by more than the samples' noise (then
 	// for good, and for every tenant measured: one basis for the split). While
