@@ -149,6 +149,33 @@ func TestStepChargesARewoundCounter(t *testing.T) {
 	}
 }
 
+// TestMeasurementUnmappedFromTheStart: no owner maps any sample on a GPU
+// whose samples never showed shares (a device plugin without the host's
+// pids): every round is partial, and it still says so (the runner's
+// warning), with nothing to learn from.
+func TestMeasurementUnmappedFromTheStart(t *testing.T) {
+	owner := func(uint32) (string, bool) { return "", false }
+	units := func(key string, a, b uint64) (float64, bool) { return float64(b-a) / 1e6, key == "a" }
+	g := &gpuSamples{}
+	for i := range uint64(30) {
+		g.addWindow(Window{StartNs: i * 100e6, EndNs: (i + 1) * 100e6, BusyNs: 60e6})
+	}
+	var m *Measurement
+	for i, end := range []uint64{2e9, 3e9} {
+		g.pending = []ProcessSample{{PID: 4000123, StartNs: end - 1e9, EndNs: end, SM: 0.6}}
+		m = g.measurement(end+0.1e9, owner, units, []string{"a"})
+		if i == 0 && m != nil {
+			t.Fatalf("first sighting: %+v, want no measurement (a partial round)", m)
+		}
+	}
+	if m == nil || !m.Unmapped || len(m.Tenants) != 0 || m.ForeignNs != 0 || m.BusyNs != 0 {
+		t.Fatalf("second round: %+v, want an unmapped measurement with no tenants, foreign or residual", m)
+	}
+	if g.partial != 2 {
+		t.Errorf("partial rounds %d, want 2 (both count toward an unshared GPU)", g.partial)
+	}
+}
+
 func TestMeasurementFromSamples(t *testing.T) {
 	owners := map[uint32]string{100: "a", 101: "a", 200: "b"}
 	owner := func(pid uint32) (string, bool) { k, ok := owners[pid]; return k, ok }

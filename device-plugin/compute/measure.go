@@ -191,6 +191,12 @@ func (g *gpuSamples) measurement(now uint64, owner func(pid uint32) (string, boo
 		// 60 on the H200, 7.1 + 83.6 simulated). Only once complete rounds
 		// of several samples showed shares is such a round taken.
 		g.partial++
+		if m.Unmapped {
+			// nothing to learn from it either, but the runner says that no
+			// owner maps the samples: every such round is also partial (its
+			// launching tenants have none), and the warning never came
+			return &Measurement{SpanNs: m.SpanNs, UnknownNs: m.UnknownNs, Unowned: m.Unowned, Unmapped: true}
+		}
 		return nil
 	}
 	// the residual (device busy no sample explains) only from one sampling
