@@ -26,6 +26,32 @@ type Sample struct {
 // NVML's once-a-second samples, short enough to follow a workload's phases.
 const Tau = 2 * time.Second
 
+// average is an exponentially weighted mean over the time it has been fed:
+// its weights fade with Tau, and while it is younger than a few Tau it is
+// the weighted mean of what it saw, not pulled toward a zero before it
+// began (a container 3 s old at a steady 30% reads 30%, not 23%).
+type average struct {
+	sum, weight float64
+}
+
+// add feeds v over a period of dt seconds; a period of no length (the
+// first observation) counts as a short one, so the mean starts at v.
+func (a *average) add(v, dt float64) {
+	w := 1 - math.Exp(-dt/Tau.Seconds())
+	if w <= 0 {
+		w = 1e-9
+	}
+	a.sum = a.sum*(1-w) + v*w
+	a.weight = a.weight*(1-w) + w
+}
+
+func (a average) mean() float64 {
+	if a.weight == 0 {
+		return 0
+	}
+	return a.sum / a.weight
+}
+
 // GPU is one GPU's measured use.
 type GPU struct {
 	Busy        float64 // busy fraction, averaged over about Tau
@@ -42,24 +68,36 @@ type Tenant struct {
 
 type key struct{ uuid, tenant string }
 
+type gpuState struct {
+	busy average
+	GPU
+}
+
+type tenantState struct {
+	achieved average
+	Tenant
+}
+
 // Tracker accumulates the controller's observations. Safe for concurrent use.
 type Tracker struct {
 	now     func() time.Time
 	mu      sync.Mutex
 	last    map[string]time.Time // last observation per GPU
-	gpus    map[string]*GPU
-	tenants map[key]*Tenant
+	gpus    map[string]*gpuState
+	tenants map[key]*tenantState
 }
 
 // NewTracker returns an empty tracker reading the time from now.
 func NewTracker(now func() time.Time) *Tracker {
-	return &Tracker{now: now, last: map[string]time.Time{}, gpus: map[string]*GPU{}, tenants: map[key]*Tenant{}}
+	return &Tracker{now: now, last: map[string]time.Time{}, gpus: map[string]*gpuState{}, tenants: map[key]*tenantState{}}
 }
 
 // Observe records one control period of GPU uuid: busy is its busy fraction
 // over the period, ds its tenants' samples. The period's length is the time since the
 // GPU's previous observation (the controller's windows are contiguous); the
-// first observation of a GPU only sets the averages.
+// first observation of a GPU starts the averages and accumulates no time.
+// A tenant's average starts with its first period: a container that has run
+// less than Tau reads the mean of its own periods.
 func (t *Tracker) Observe(uuid string, busy float64, ds []Sample) {
 	now := t.now()
 	t.mu.Lock()
@@ -68,30 +106,27 @@ func (t *Tracker) Observe(uuid string, busy float64, ds []Sample) {
 	t.last[uuid] = now
 	dt := 0.0
 	if seen {
-		dt = now.Sub(prev).Seconds()
-	}
-	alpha := 1.0
-	if seen {
-		alpha = 1 - math.Exp(-dt/Tau.Seconds())
+		dt = max(now.Sub(prev).Seconds(), 0)
 	}
 	g := t.gpus[uuid]
 	if g == nil {
-		g = &GPU{}
+		g = &gpuState{}
 		t.gpus[uuid] = g
 	}
 	busy = clamp(busy)
-	g.Busy += alpha * (busy - g.Busy)
+	g.busy.add(busy, dt)
+	g.Busy = g.busy.mean()
 	g.BusySeconds += busy * dt
 	for _, d := range ds {
 		k := key{uuid, d.Key}
 		s := t.tenants[k]
 		if s == nil {
-			s = &Tenant{}
+			s = &tenantState{}
 			t.tenants[k] = s
-			s.Achieved = clamp(d.Measured)
 		}
 		m := clamp(d.Measured)
-		s.Achieved += alpha * (m - s.Achieved)
+		s.achieved.add(m, dt)
+		s.Achieved = s.achieved.mean()
 		s.BusySeconds += m * dt
 		s.Target = d.Target
 		s.Limited = d.Limited
@@ -113,7 +148,7 @@ func (t *Tracker) GPU(uuid string) (GPU, bool) {
 	if !ok {
 		return GPU{}, false
 	}
-	return *g, true
+	return g.GPU, true
 }
 
 // Tenant returns what was measured of tenant (compute.Tenant.Key) on GPU uuid.
@@ -124,7 +159,7 @@ func (t *Tracker) Tenant(uuid, tenant string) (Tenant, bool) {
 	if !ok {
 		return Tenant{}, false
 	}
-	return *s, true
+	return s.Tenant, true
 }
 
 // Keep forgets every GPU and tenant that live does not name (live reports

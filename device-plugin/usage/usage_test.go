@@ -17,26 +17,47 @@ func TestTracker(t *testing.T) {
 	dec := func(key string, share, measured float64, limited bool) Sample {
 		return Sample{Key: key, Target: share, Measured: measured, Limited: limited}
 	}
-	// First period: sets the averages, accumulates nothing (no length yet).
+	// First period: starts the averages, accumulates nothing (no length yet).
 	tr.Observe(u, 0.9, []Sample{dec("a", 0.3, 0.3, true), dec("b", 0.7, 0.6, false)})
-	// 100 periods of 100 ms: a at 0.25, b at 0.65, GPU at 0.9.
-	for range 100 {
+	// 100 periods of 100 ms: a at 0.3, then 100 at 0.25; b at 0.65, GPU at 0.9.
+	for i := range 200 {
 		c.t = c.t.Add(100 * time.Millisecond)
-		tr.Observe(u, 0.9, []Sample{dec("a", 0.3, 0.25, true), dec("b", 0.7, 0.65, false)})
+		ma := 0.3
+		if i >= 100 {
+			ma = 0.25
+		}
+		tr.Observe(u, 0.9, []Sample{dec("a", 0.3, ma, true), dec("b", 0.7, 0.65, false)})
+	}
+	// c starts now: its first period measures nothing (its launches had not
+	// run yet), then 3 s at 0.3.
+	for i := range 30 {
+		c.t = c.t.Add(100 * time.Millisecond)
+		mc := 0.3
+		if i == 0 {
+			mc = 0
+		}
+		tr.Observe(u, 0.9, []Sample{dec("a", 0.3, 0.25, true), dec("b", 0.7, 0.65, false), dec("c", 0.3, mc, true)})
 	}
 	g, _ := tr.GPU(u)
 	a, _ := tr.Tenant(u, "a")
 	b, _ := tr.Tenant(u, "b")
+	cc, _ := tr.Tenant(u, "c")
+	e := func(x float64) float64 { return math.Exp(-x) }
 	for _, tc := range []struct {
 		name      string
 		got, want float64
 	}{
 		{"GPU busy average", g.Busy, 0.9},
-		{"GPU busy seconds: 10 s at 0.9", g.BusySeconds, 9},
-		// 0.3 → 0.25 over 10 s = 5 τ: e^-5 of the step left
-		{"a's average follows within e^-5", a.Achieved, 0.25 + 0.05*math.Exp(-5)},
-		{"a's busy seconds: 10 s at 0.25", a.BusySeconds, 2.5},
+		{"GPU busy seconds: 23 s at 0.9", g.BusySeconds, 0.9 * 23},
+		// 0.3 for 10 s (5 τ), then 0.25 for 13 s (6.5 τ): the mean of 23 s
+		// of periods, the older 10 s weighted e^-6.5
+		{"a's average follows the step", a.Achieved, (0.3*(1-e(5))*e(6.5) + 0.25*(1-e(6.5))) / (1 - e(11.5))},
+		{"a's busy seconds: 10 s at 0.3, 13 s at 0.25", a.BusySeconds, 3 + 3.25},
 		{"b's target", b.Target, 0.7},
+		// 3 s old: the mean of its own periods (0 for the first 100 ms), not
+		// an average that started at 0 (which reads 0.23 here)
+		{"c, 3 s old, reads its own mean", cc.Achieved, 0.3 * (1 - e(1.45)) / (1 - e(1.5))},
+		{"c's busy seconds: 2.9 s at 0.3", cc.BusySeconds, 0.87},
 	} {
 		if !(math.Abs(tc.got-tc.want) < 1e-6) {
 			t.Errorf("%s: %v, want %v", tc.name, tc.got, tc.want)
