@@ -188,12 +188,17 @@ func binaryVerdict(t *testing.T, dpData, key, value string) error {
 	return err
 }
 
-// TestREADMESettings: every chart setting README names (a values path in
-// backquotes, with or without a value) is a setting of the chart: it renders.
+// TestREADMESettings: every chart setting the user's documents name (README
+// and the install guide: a values path in backquotes, with or without a
+// value) is a setting of the chart: it renders.
 func TestREADMESettings(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
+	var readme []byte
+	for _, f := range []string{"../README.md", installGuide} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readme = append(append(readme, b...), '\n')
 	}
 	re := regexp.MustCompile("`(?:--set )?((?:scheduler|devicePlugin|admission|assignmentPolicy|metrics|hostPaths|resourceNames|global)\\.[A-Za-z0-9_.]+)(?:[=:] ?([^`]*))?`")
 	var values map[string]any
@@ -213,7 +218,7 @@ func TestREADMESettings(t *testing.T) {
 		seen[path] = true
 		def, open, ok := lookupPath(values, path)
 		if !ok {
-			t.Errorf("README names %s, which values.yaml does not hold", path)
+			t.Errorf("README or docs/install.md names %s, which values.yaml does not hold", path)
 			continue
 		}
 		value := fmt.Sprint(def)
@@ -227,12 +232,13 @@ func TestREADMESettings(t *testing.T) {
 			}
 		}
 		// The default (or README's example), set explicitly, renders: the chart knows the key.
-		if _, err := render(t, nil, path+"="+value); err != nil {
-			t.Errorf("README names %s; setting it renders no chart: %v", path, err)
+		// --set splits at commas: a list-like default ("enqueue, allocate") is one string
+		if _, err := render(t, nil, path+"="+strings.ReplaceAll(value, ",", `\,`)); err != nil {
+			t.Errorf("README or docs/install.md names %s; setting it renders no chart: %v", path, err)
 		}
 	}
 	if len(seen) < 10 {
-		t.Fatalf("found only %d settings in README: has its style changed?", len(seen))
+		t.Fatalf("found only %d settings in README and docs/install.md: has their style changed?", len(seen))
 	}
 }
 
