@@ -34,7 +34,20 @@ func (p *Plugin) memoryGuard(ctx context.Context) (r *memguard.Runner, stop func
 // ok is false for any other process. The memory guard uses it; it has the
 // shape the compute controller's per-process attribution takes.
 func (p *Plugin) owners(hostPID uint32) (key string, ok bool) {
-	return procmap.Mapper{ProcRoot: p.opts.ProcRoot, Names: p.containerName}.Owners(hostPID)
+	return procmap.Mapper{ProcRoot: p.procRoot(), Names: p.containerName}.Owners(hostPID)
+}
+
+// procRoot is where the host's processes are read: Options.ProcRoot, else
+// the device library's own view of the node's processes where it has one
+// (a simulated node's: its emulated containers' cgroups), else /proc.
+func (p *Plugin) procRoot() string {
+	if p.opts.ProcRoot != "" {
+		return p.opts.ProcRoot
+	}
+	if l, ok := p.opts.Lib.(interface{ ProcRoot() string }); ok {
+		return l.ProcRoot()
+	}
+	return ""
 }
 
 // containerName is procmap.Names over the pods bound here.

@@ -294,6 +294,8 @@ func (c Config) pluginProc(h PluginHost, kubeconfig, dpConf string, emu containe
 		// container emulator gives this node's containers
 		"--fake-nvml=" + filepath.Join(emu.DriverDir, "libnvidia-ml.so.1"),
 		"--fake-gpu-dir=" + emu.NodeGPUDir(node),
+		// its containers' processes, in the cgroups the emulated runtime gives them
+		"--fake-proc-root=" + emu.NodeProcRoot(node),
 		metrics}
 	if gpus := c.DevicePluginNodeMIG[node]; len(gpus) > 0 {
 		idx := make([]string, len(gpus))

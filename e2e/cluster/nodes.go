@@ -25,12 +25,13 @@ const (
 	LabelGPUModel  = "volcano-vgpu.io/gpu-model"
 )
 
-// writeStages combines our stages with kwok's shipped fast node and pod
-// stages (all but its pod-complete, which would finish every Job's pods at
-// once) into the file kwok reads.
+// writeStages combines our stages with kwok's shipped fast node stage and
+// pod-delete (not its pod-ready, which ours replaces to report container
+// IDs, nor its pod-complete, which would finish every Job's pods at once)
+// into the file kwok reads.
 func (c Config) writeStages() error {
 	var docs []string
-	for _, name := range []string{"node-initialize.yaml", "pod-ready.yaml", "pod-delete.yaml"} {
+	for _, name := range []string{"node-initialize.yaml", "pod-delete.yaml"} {
 		data, err := os.ReadFile(filepath.Join(c.KwokStagesDir, name))
 		if err != nil {
 			return fmt.Errorf("kwok stage %s: %w (run `make build`: it copies kwok's stages)", name, err)

@@ -173,8 +173,20 @@ func (e *Emulator) Start(ctx context.Context, c Container, argv ...string) (*Pro
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("container %s/%s on %s (%s mode): %w", c.PodUID, c.Name, c.Node, e.mode, err)
 	}
+	// The runtime started it in the container's cgroup. (Written just after
+	// the start, so a sample of its first milliseconds can find no cgroup:
+	// the device plugin then reads it as no container's, as it would a
+	// process it saw before the runtime moved it.)
+	leave, err := e.placeInCgroup(c, p.cmd.Process.Pid)
+	if err != nil {
+		_ = p.cmd.Process.Kill()
+		_ = p.cmd.Wait()
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("container %s/%s on %s: its cgroup: %w", c.PodUID, c.Name, c.Node, err)
+	}
 	go func() {
 		p.err = p.cmd.Wait()
+		leave()
 		_ = os.RemoveAll(dir)
 		close(p.done)
 		p.stderr.wake()

@@ -237,3 +237,34 @@ func TestSharedGPU(t *testing.T) {
 		}
 	})
 }
+
+// TestUnlinkSharedLiftsTheCap: a tenant that removes libvcuda's shared
+// files before its process starts CUDA is booked from zero, so its container
+// holds more than its cap (what only the node's memory guard can stop; the
+// e2e memory guard test runs this against it).
+func TestUnlinkSharedLiftsTheCap(t *testing.T) {
+	inBothModes(t, func(t *testing.T, n *node) {
+		c := n.container(t, "a", 2, 1024, 100)
+		first, err := n.emu.StartWorkload(ctx(t), c, Workload{ChunkMiB: 1, MaxAllocMiB: 1, HoldMiB: 600, Seconds: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := first.WaitStderr(ctx(t), HoldingMessage); err != nil {
+			t.Fatal(err)
+		}
+		// Within the cap, the second process gets what the first left.
+		if s, err := n.emu.RunWorkload(ctx(t), c, Workload{ChunkMiB: 1, MaxAllocMiB: 1, HoldMiB: 600}); err == nil {
+			t.Fatalf("a second 600 MiB beside 600 MiB under a 1024 MiB cap was granted: %+v", s)
+		}
+		s, err := n.emu.RunWorkload(ctx(t), c, Workload{ChunkMiB: 1, MaxAllocMiB: 1, HoldMiB: 600, UnlinkShared: true})
+		if err != nil {
+			t.Fatalf("the tamperer did not get 600 MiB more: %v", err)
+		}
+		if s.HeldMiB != 600 {
+			t.Errorf("tamperer held %d MiB, want 600", s.HeldMiB)
+		}
+		if _, err := first.Summary(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

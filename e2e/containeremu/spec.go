@@ -82,6 +82,9 @@ type Container struct {
 	// CDISpecDir is the node's directory of the device plugin's own CDI
 	// specs (Config.NodeCDISpecDir; Emulator.Start sets it when empty).
 	CDISpecDir string
+	// QOSClass is the pod's status.qosClass (its cgroup's parent; "" is
+	// BestEffort).
+	QOSClass string
 	// ExposeAllGPUs emulates a runtime that ignores NVIDIA_VISIBLE_DEVICES:
 	// the container sees every GPU of the node and only libvcuda's config
 	// keeps it to its own.

@@ -28,6 +28,10 @@ type Workload struct {
 	MaxAllocMiB int64   // stop allocating after this much; 0: until refused
 	HoldMiB     int64   // allocated first and held until exit
 	Seconds     float64 // launch period; 0: no launches (and no share)
+	// UnlinkShared: before any CUDA call, remove libvcuda's shared files
+	// (vcuda.region, vcuda.slots) from the container's shared directory, as
+	// a tenant can: this process is then booked from zero.
+	UnlinkShared bool
 }
 
 // Argv is the command line inside the container.
@@ -40,6 +44,9 @@ func (w Workload) Argv() []string {
 		if f.v > 0 {
 			argv = append(argv, f.flag, strconv.FormatInt(f.v, 10))
 		}
+	}
+	if w.UnlinkShared {
+		argv = append(argv, "--unlink-shared", "1")
 	}
 	return argv
 }

@@ -69,6 +69,7 @@ func chainContainer(t *testing.T, ctx context.Context, p corev1.Pod) containerem
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.QOSClass = string(p.Status.QOSClass)
 	return c
 }
 

@@ -56,7 +56,12 @@
  *                       then sleep to the next start without synchronizing. START_US <
  *                       PERIOD_US, 0 < LEN_US <= PERIOD_US, 0 < FILL <= 1; not with --duty.
  *                       More than FAKEGPU_MAX_QUEUE_US of work in a slot blocks its launches.
+ *   --unlink-shared 1   before any CUDA call, remove vcuda.region and vcuda.slots from
+ *                       $VCUDA_SHARED_DIR, as a tenant may (the directory is writable in the
+ *                       container): libvcuda then books this process from zero, so the
+ *                       container can hold more than its cap until the node's memory guard acts
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +144,8 @@ static int parse(int argc, char **argv, struct opts *o)
 			o->duty = atof(v);
 		else if (strcmp(a, "--stamps") == 0)
 			o->stamps = v;
+		else if (strcmp(a, "--unlink-shared") == 0)
+			o->unlink_shared = atoi(v);
 		else if (strcmp(a, "--slot") == 0) {
 			if (parse_slot(v, &o->slot) != 0)
 				return -1;
@@ -328,6 +335,19 @@ int main(int argc, char **argv)
 	if (parse(argc, argv, &o) != 0)
 		return 2;
 	int rc, n = 0;
+	if (o.unlink_shared) {
+		const char *dir = getenv("VCUDA_SHARED_DIR");
+		char path[4096];
+		if (!dir || !*dir) {
+			printf("{\"ok\":false,\"error\":\"--unlink-shared: VCUDA_SHARED_DIR is not set\"}\n");
+			return 1;
+		}
+		for (int i = 0; i < 2; i++) {
+			snprintf(path, sizeof(path), "%s/%s", dir, i ? "vcuda.slots" : "vcuda.region");
+			if (unlink(path) != 0 && errno != ENOENT)
+				return fail("--unlink-shared: unlink", errno);
+		}
+	}
 	if ((rc = cuInit(0)) != CUDA_SUCCESS)
 		return fail("cuInit", rc);
 	if ((rc = cuDeviceGetCount(&n)) != CUDA_SUCCESS)

@@ -28,6 +28,7 @@ struct opts {
 	double duty;
 	const char *stamps; /* --stamps FILE, NULL: not set */
 	struct slot_opt slot;
+	int unlink_shared; /* --unlink-shared 1: a tenant tampering with libvcuda's files */
 };
 
 struct span { /* the fake's struct fakegpu_span (fake/fake.h) */

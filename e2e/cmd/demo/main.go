@@ -136,6 +136,7 @@ func runInPods(ctx context.Context, cfg cluster.Config, pods []corev1.Pod) error
 			if err != nil {
 				return err
 			}
+			c.QOSClass = string(p.Status.QOSClass)
 			r := &inPod{pod: p.Name, container: ctr.Name, node: p.Spec.NodeName}
 			runs = append(runs, r)
 			wg.Add(1)

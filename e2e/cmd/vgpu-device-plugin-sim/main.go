@@ -47,6 +47,9 @@ type simFlags struct {
 	// it from the fake driver's NVML (vcuda/fake) over the node's GPU state
 	// files, the ones the container emulator gives the node's containers.
 	fakeNVML, fakeGPUDir string
+	// fakeProcRoot: the node's processes as the container emulator places
+	// them (containeremu.Config.NodeProcRoot), read as the host's /proc.
+	fakeProcRoot string
 	// migGPUs: GPUs whose MIG mode is on beyond the file's migGPUs.
 	migGPUs []int
 	// migState keeps the simulated MIG instances across restarts.
@@ -58,6 +61,7 @@ func (s *simFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&s.xidFile, "inject-xid-file", "", "file whose new lines \"<gpu uuid|index|all> <xid>\" inject Xid errors (default <state dir>/inject-xid)")
 	fs.StringVar(&s.fakeNVML, "fake-nvml", "", "the fake driver's libnvidia-ml.so.1 (vcuda/_build/fake): run the compute controller on it")
 	fs.StringVar(&s.fakeGPUDir, "fake-gpu-dir", "", "with --fake-nvml: the node's simulated GPU state files (the container emulator's)")
+	fs.StringVar(&s.fakeProcRoot, "fake-proc-root", "", "with --fake-nvml: the node's emulated containers' processes (<root>/<pid>/cgroup), read as the host's /proc (default /proc)")
 	fs.StringVar(&s.migState, "mig-state-file", "", "file that keeps the simulated GPUs' MIG instances across restarts (default <state dir>/sim-mig-state.json)")
 	fs.IntSliceVar(&s.migGPUs, "mig-gpus", nil, "indexes of the node's GPUs whose MIG mode is on, beside the file's migGPUs (as nvidia-smi -i N -mig 1 leaves them before the plugin starts)")
 }
@@ -99,12 +103,12 @@ func (s *simFlags) open(ctx context.Context, cfg config.Config, node string) (gp
 	if err != nil {
 		return nil, 0, err
 	}
-	klog.FromContext(ctx).Info("Compute controller on the fake driver's NVML", "lib", s.fakeNVML, "gpuDir", s.fakeGPUDir)
+	klog.FromContext(ctx).Info("Compute controller on the fake driver's NVML", "lib", s.fakeNVML, "gpuDir", s.fakeGPUDir, "procRoot", s.fakeProcRoot)
 	mig, ok := lib.(gpu.MIGManager)
 	if !ok {
 		return nil, 0, fmt.Errorf("simulated node %s: the simulated NVML cannot create MIG instances", node)
 	}
-	return withCompute{DeviceLib: lib, MIGManager: mig, src: src, mem: mem}, maxShares, nil
+	return withCompute{DeviceLib: lib, MIGManager: mig, src: src, mem: mem, procRoot: s.fakeProcRoot}, maxShares, nil
 }
 
 // withCompute is a simulated device library whose GPUs' busy time and
@@ -113,8 +117,9 @@ func (s *simFlags) open(ctx context.Context, cfg config.Config, node string) (gp
 type withCompute struct {
 	gpu.DeviceLib
 	gpu.MIGManager
-	src compute.Source
-	mem memguard.Source
+	src      compute.Source
+	mem      memguard.Source
+	procRoot string
 }
 
 var _ gpu.MIGManager = withCompute{}
@@ -123,6 +128,9 @@ func (w withCompute) ComputeSource() compute.Source { return w.src }
 
 // MemorySource feeds the memory guard the fake driver's processes.
 func (w withCompute) MemorySource() memguard.Source { return w.mem }
+
+// ProcRoot is where the plugin finds its processes' cgroups ("": /proc).
+func (w withCompute) ProcRoot() string { return w.procRoot }
 
 // computeSource loads the fake NVML over the node's GPU state files. The
 // fake reads its devices from the environment once, at init.

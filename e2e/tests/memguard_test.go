@@ -1,0 +1,100 @@
+//go:build e2e
+
+package tests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/memguard"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/containeremu"
+)
+
+// TestMemoryGuardOnTheCluster: a tenant lifts its own memory cap by removing
+// the files it shares with libvcuda (its container holds 6000 + 8192 MiB
+// under an 8192 MiB cap); its node's device plugin finds both processes
+// through their cgroups and the container ID the pod's status reports (as
+// on a real node with hostPID), kills the larger holder, posts
+// GPUMemoryCapExceeded on the pod and counts the kill; the other process
+// runs on.
+func TestMemoryGuardOnTheCluster(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns := newNamespace(t, ctx)
+	pod, _ := chainRunningPod(t, ctx, ns, "tamper", 1, 8192, 30, map[string]string{api.GPUTypeIncludeKey: chainA100})
+	name := pod.Spec.Containers[0].Name
+	if want := "containerd://" + containeremu.ContainerID(string(pod.UID), name); len(pod.Status.ContainerStatuses) == 0 || pod.Status.ContainerStatuses[0].ContainerID != want {
+		t.Fatalf("pod %s reports container statuses %+v, want %s's ID %s (the simulated kubelet's, e2e/sim/kwok-stages.yaml)", pod.Name, pod.Status.ContainerStatuses, name, want)
+	}
+	c := chainContainer(t, ctx, pod)
+	emu := chainEmulator(t)
+
+	firstCtx, stopFirst := context.WithCancel(ctx)
+	defer stopFirst()
+	first, err := emu.StartWorkload(firstCtx, c, containeremu.Workload{ChunkMiB: 1, MaxAllocMiB: 1, HoldMiB: 6000, Seconds: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.WaitStderr(ctx, containeremu.HoldingMessage); err != nil {
+		t.Fatal(err)
+	}
+	tamperer, err := emu.StartWorkload(ctx, c, containeremu.Workload{ChunkMiB: 1, MaxAllocMiB: 1, HoldMiB: 8192, Seconds: 60, UnlinkShared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tamperer.WaitStderr(ctx, containeremu.HoldingMessage); err != nil {
+		t.Fatalf("the tamperer never held 8192 MiB beside 6000 (libvcuda refused it: the tamper did not work): %v", err)
+	}
+	held := time.Now()
+	done := make(chan error, 1)
+	go func() { _, err := tamperer.Wait(); done <- err }()
+	select {
+	case err := <-done:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("the tamperer ended with %v, want killed by SIGKILL (the memory guard)", err)
+		}
+		t.Logf("the memory guard killed the tamperer %.1f s after it held 14,192 MiB under its 8192 MiB cap (simulated cluster)", time.Since(held).Seconds())
+	case <-time.After(time.Minute):
+		t.Fatal("the tamperer still holds 8192 MiB beside 6000 under an 8192 MiB cap a minute later: the node's memory guard did not act")
+	}
+	if err := syscall.Kill(first.Pid(), 0); err != nil {
+		t.Errorf("the first process (6000 MiB, within the cap) is gone too: %v", err)
+	}
+
+	waitFor(t, ctx, "the GPUMemoryCapExceeded event on "+pod.Name, func() error {
+		evs, err := shared.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + memguard.ReasonCapExceeded})
+		if err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == pod.Name {
+				t.Logf("event: %s", e.Message)
+				return nil
+			}
+		}
+		return fmt.Errorf("%d such events, none on %s", len(evs.Items), pod.Name)
+	})
+	// The guard's next period finds the first process alone, within the cap.
+	waitFor(t, ctx, "the memory guard's series of "+pod.Name+" after the kill", func() error {
+		m, err := containerSeries(ctx, pod.Spec.NodeName, pod.Name)
+		if err != nil {
+			return err
+		}
+		kills, heldMiB := m["volcano_vgpu_memory_guard_kills_total"], m["volcano_vgpu_container_memory_held_bytes"]/(1<<20)
+		if kills != 1 || heldMiB < 6000 || heldMiB > 6000+1024 {
+			return fmt.Errorf("kills %v (want 1), held %.0f MiB (want the first process's 6000 and its context)", kills, heldMiB)
+		}
+		return nil
+	})
+	stopFirst()
+	_, _ = first.Wait()
+}
