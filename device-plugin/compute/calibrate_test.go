@@ -176,6 +176,37 @@ func TestMeasurementUnmappedFromTheStart(t *testing.T) {
 	}
 }
 
+// TestSayUnmapped: the warning that no owner maps the samples comes after
+// unmappedSay rounds in a row, not from one round of churn (a departed
+// process's last sample while the new one's first is yet to come), and once
+// until samples map again.
+func TestSayUnmapped(t *testing.T) {
+	unmapped := &Measurement{Unmapped: true}
+	mapped := &Measurement{Tenants: map[string]Measured{"a": {BusyNs: 1}}}
+	g := &gpuSamples{}
+	for _, step := range []struct {
+		name string
+		m    *Measurement
+		say  bool
+	}{
+		{"one round of churn", unmapped, false},
+		{"a round with no measurement", nil, false},
+		{"samples map again", mapped, false},
+		{"unmapped 1", unmapped, false},
+		{"unmapped 2", unmapped, false},
+		{"unmapped 3: say it", unmapped, true},
+		{"unmapped 4: said already", unmapped, false},
+		{"mapped", mapped, false},
+		{"unmapped 1 after mapping", unmapped, false},
+		{"unmapped 2 after mapping", unmapped, false},
+		{"unmapped 3 after mapping: say it again", unmapped, true},
+	} {
+		if got := g.sayUnmapped(step.m); got != step.say {
+			t.Errorf("%s: say %v, want %v", step.name, got, step.say)
+		}
+	}
+}
+
 func TestMeasurementFromSamples(t *testing.T) {
 	owners := map[uint32]string{100: "a", 101: "a", 200: "b"}
 	owner := func(pid uint32) (string, bool) { k, ok := owners[pid]; return k, ok }

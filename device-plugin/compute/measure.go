@@ -34,8 +34,10 @@ type gpuSamples struct {
 	// container that just ended (its pid no longer resolves) shows up once,
 	// with its last second; a foreign process keeps showing up.
 	unowned map[uint32]bool
-	// unmappedSaid: the log line about samples no owner maps was written
-	// (again once they map, and stop mapping)
+	// unmapped counts rounds in a row whose samples no owner maps while
+	// tenants launch; unmappedSaid: the log line about them was written
+	// (again once samples map, and stop mapping)
+	unmapped     int
 	unmappedSaid bool
 	// overReads counts rounds whose samples summed above the device's busy
 	// time (not shares: dropped); overReadSaid: the log line about them
@@ -51,6 +53,30 @@ type gpuSamples struct {
 	// fittedSaid: the log line about costs from the excitation's fit
 	// (GPU.Fitted) was written, and not taken back since
 	fittedSaid bool
+}
+
+// unmappedSay: rounds in a row of samples no owner maps before the runner
+// says so. One such round is a node's ordinary churn: a container's process
+// that ended has its last sample a round later, when its pid no longer
+// resolves, while the new one's first sample is yet to come (the demo's
+// second workloads on the simulated cluster, which maps as a node does).
+const unmappedSay = 3
+
+// sayUnmapped notes a round's measurement m (nil: none) and reports whether
+// to say now that no owner maps the samples.
+func (g *gpuSamples) sayUnmapped(m *Measurement) bool {
+	switch {
+	case m == nil:
+	case m.Unmapped:
+		g.unmapped++
+		if g.unmapped >= unmappedSay && !g.unmappedSaid {
+			g.unmappedSaid = true
+			return true
+		}
+	case len(m.Tenants) > 0:
+		g.unmapped, g.unmappedSaid = 0, false
+	}
+	return false
 }
 
 const (

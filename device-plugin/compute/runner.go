@@ -302,13 +302,8 @@ func (r *Runner) Tick(ctx context.Context) {
 				logger.Info("Per-process samples on this GPU are not shares of it (a round's samples sum above its busy time, as each active process reads about the whole device while contexts time-slice): they calibrate only rounds where one container ran; containers' costs come from the device-wide estimate", "gpu", uuid)
 				gs.overReadSaid = true
 			}
-			switch m := in.Measurement; {
-			case m == nil:
-			case m.Unmapped && !gs.unmappedSaid:
-				logger.Info("No per-process sample maps to a container on this GPU although its containers launch work: their GPU time is not taken as foreign load; check that the device plugin sees host pids (hostPID) and the cgroup layout", "gpu", uuid)
-				gs.unmappedSaid = true
-			case len(m.Tenants) > 0:
-				gs.unmappedSaid = false
+			if gs.sayUnmapped(in.Measurement) {
+				logger.Info("No per-process sample maps to a container on this GPU although its containers launch work: their GPU time is not taken as foreign load; check that the device plugin sees host pids (hostPID) and the cgroup layout", "gpu", uuid, "rounds", gs.unmapped)
 			}
 		}
 		kept := list[:0:0]
