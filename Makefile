@@ -200,7 +200,7 @@ gpu-bundle: limiter
 	@echo "gpu-bundle: $(GPU_BUNDLE) $$(du -sk $(GPU_BUNDLE) | cut -f1) KiB (limit 64 MiB): copy it to the GPU machine, run ./run.sh as root"
 
 # The bundle as built runs here: run.sh says there is no GPU and exits 0; then its binary runs
-# memory and share rows on the project's fake driver (vcuda's workload standing in for PyTorch,
+# memory, memory guard and share rows on the project's fake driver (vcuda's workload standing in for PyTorch,
 # cmd/vgpu-gpu-check/testdata/fake), which exercises dlopen, the namespaces and the controller;
 # then the mps rows with the fake MPS control daemon (e2e/cmd/fake-mps-control).
 gpu-bundle-smoke: gpu-bundle
@@ -212,9 +212,10 @@ gpu-bundle-smoke: gpu-bundle
 	 out=$$(LD_LIBRARY_PATH=$(ROOT)/vcuda/_build/fake FAKEGPU_DIR=$$fk \
 		FAKEGPU_DEVICES=GPU-8b1c0d2e-0000-4000-8000-000000000001:8192 FAKE_WORKLOAD=$(ROOT)/vcuda/_build/workload \
 		$(GPU_BUNDLE)/vgpu-gpu-check -lib $(GPU_BUNDLE)/libvcuda.so -programs $(ROOT)/cmd/vgpu-gpu-check/testdata/fake \
-		-probe $(ROOT)/cmd/vgpu-gpu-check/testdata/fake/probe -use pytorch -only memory,pair -seconds 2 \
+		-probe $(ROOT)/cmd/vgpu-gpu-check/testdata/fake/probe -use pytorch,probe -only memory,guard,pair -seconds 2 \
 		-cap-mib 2048 -deadline 2m -work $$fk 2>&1); rc=$$?; echo "$$out"; \
-	 [ $$rc -eq 0 ] && echo "$$out" | grep -q '^# 7 rows: ' && ! echo "$$out" | grep -qE 'ERROR|TIMEOUT|OVER THE CAP|skipped' || \
+	 [ $$rc -eq 0 ] && echo "$$out" | grep -q '^# 14 rows: ' && echo "$$out" | grep -qE '^guard +memory guard.* ok ' && \
+	 ! echo "$$out" | grep -qE 'ERROR|TIMEOUT|OVER THE CAP|skipped' || \
 		{ echo "gpu-bundle-smoke: the bundle's binary failed on the fake driver (exit $$rc)"; exit 1; }
 	@fk=$$(mktemp -d); trap 'rm -rf $$fk' EXIT; \
 	 $(GO) build -o $$fk/nvidia-cuda-mps-control ./e2e/cmd/fake-mps-control && \

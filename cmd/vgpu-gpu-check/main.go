@@ -261,6 +261,16 @@ func (c *check) run(ctx context.Context, r row) (result, error) {
 			res.GPUTime = []float64{busy}
 		}
 		return res, err
+	case kindGuard:
+		p, err := c.program(r.Program)
+		if err != nil {
+			return result{}, err
+		}
+		g, err := c.h.guard(ctx, p, r.Path)
+		if err != nil {
+			return result{Target: fmt.Sprintf("%d MiB", guardCapMiB)}, err
+		}
+		return guardVerdict(g), nil
 	case kindMPS, kindMPSMemory:
 		return c.runMPS(ctx, r)
 	case kindSlicing:

@@ -32,7 +32,7 @@ type options struct {
 
 // groupOrder lists the row groups in the order they run.
 func groupOrder() []string {
-	return []string{"context", "memory", "single", "pair", "slicing", "mixed", "triple", "balance", "mps"}
+	return []string{"context", "memory", "guard", "single", "pair", "slicing", "mixed", "triple", "balance", "mps"}
 }
 
 // programNames lists the programs the check knows.

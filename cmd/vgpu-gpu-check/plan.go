@@ -17,6 +17,7 @@ const (
 	kindMPS                      // tenants together as clients of one MPS server (mpsrows.go)
 	kindMPSMemory                // the memory cap of an MPS client on one allocation path
 	kindSlicing                  // the GPU's own time slicing, no limiter (slicing.go)
+	kindGuard                    // the node's memory guard against a tenant past its cap (guard.go)
 )
 
 // tenantSpec is one tenant of a share row.
@@ -180,6 +181,13 @@ func plan(o options) []row {
 					rows = append(rows, row{Group: g, Name: p + "/" + path, Kind: kindMemory, Program: p, Path: path, Budget: memBudget})
 				}
 			}
+		case "guard":
+			skip := ""
+			if !slices.Contains(o.use, "probe") {
+				skip = "probe is not in -use (the guard row runs the probe)"
+			}
+			rows = append(rows, row{Group: g, Name: "memory guard, probe/malloc", Kind: kindGuard, Program: "probe", Path: "malloc",
+				Budget: guardBudget, Skip: skip})
 		case "single":
 			for _, c := range []int{10, 30, 50, 70, 90} {
 				share(g, fixed(w, c)...)

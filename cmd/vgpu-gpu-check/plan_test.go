@@ -40,6 +40,7 @@ func TestPlan(t *testing.T) {
 			"memory: pytorch/default", "memory: pytorch/expandable", "memory: pytorch/async", "memory: cupy/default",
 			"memory: probe/malloc", "memory: probe/cumemalloc", "memory: probe/managed", "memory: probe/async",
 			"memory: probe/pitch", "memory: probe/vmm",
+			"guard: memory guard, probe/malloc",
 			"single: solo pytorch", "single: pytorch 10", "single: pytorch 30", "single: pytorch 50", "single: pytorch 70", "single: pytorch 90",
 			"pair: pytorch 30+60", "pair: pytorch 50+50", "pair: pytorch unlimited x2",
 			"slicing: back to back x2", "slicing: slots 20+20 of 40 ms, fill 0.90", "slicing: slots 20+20 of 40 ms, fill 0.95", "slicing: slots 20+20 of 40 ms, fill 1.00",
@@ -66,6 +67,8 @@ func TestPlan(t *testing.T) {
 		{name: "the slicing rows need no program of -use", args: []string{"-only", "slicing", "-use", "cupy"}, want: []string{
 			"slicing: back to back x2", "slicing: slots 20+20 of 40 ms, fill 0.90", "slicing: slots 20+20 of 40 ms, fill 0.95", "slicing: slots 20+20 of 40 ms, fill 1.00"}},
 		{name: "memory rows of the programs in -use only", args: []string{"-only", "memory", "-use", "cupy"}, want: []string{"memory: cupy/default"}},
+		{name: "the guard row runs the probe", args: []string{"-only", "guard", "-use", "pytorch"}, want: []string{
+			"guard: memory guard, probe/malloc [skip: probe is not in -use (the guard row runs the probe)]"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if d := cmp.Diff(tc.want, names(plan(mustOptions(t, tc.args...)))); d != "" {

@@ -6,6 +6,11 @@
 //                                PATH: malloc (cudaMalloc), cumemalloc (cuMemAlloc), managed (cudaMallocManaged,
 //                                each chunk touched), async (cudaMallocAsync), pitch (cudaMallocPitch),
 //                                vmm (cuMemCreate + cuMemAddressReserve + cuMemMap)
+//   hold PATH GIB SECS [unlink]  allocate GIB 1 GiB chunks on PATH (until refused), print
+//                                {"allocated_mib":N,"refused":bool} and hold them until SECS have passed;
+//                                with "unlink", first (before any CUDA call) remove vcuda.region and
+//                                vcuda.slots from $VCUDA_SHARED_DIR, as a tenant may: libvcuda then books
+//                                this process from zero (the guard row)
 //   burn SECS                    long kernels (132 blocks spinning ~1 ms), {"rate":kernels/s over the second half}
 //   elem SECS                    short elementwise kernels (1M floats, 4096 blocks), {"rate":kernels/s, second half}
 // burn and elem wait, set up, at the check's start line (VGPU_CHECK_READY, VGPU_CHECK_START): the
@@ -90,8 +95,20 @@ static int chunk(const char *path) {
 
 int main(int argc, char **argv) {
 	if (argc < 2) {
-		fprintf(stderr, "usage: probe ctx | mem PATH MAX_CHUNKS MAX_SECS | burn SECS | elem SECS\n");
+		fprintf(stderr, "usage: probe ctx | mem PATH MAX_CHUNKS MAX_SECS | hold PATH GIB SECS [unlink] | burn SECS | elem SECS\n");
 		return 2;
+	}
+	if (!strcmp(argv[1], "hold") && argc > 5 && !strcmp(argv[5], "unlink")) {
+		const char *dir = getenv("VCUDA_SHARED_DIR");
+		char path[4096];
+		if (!dir) {
+			fprintf(stderr, "probe: hold ... unlink needs VCUDA_SHARED_DIR\n");
+			return 2;
+		}
+		snprintf(path, sizeof path, "%s/vcuda.region", dir);
+		unlink(path);
+		snprintf(path, sizeof path, "%s/vcuda.slots", dir);
+		unlink(path);
 	}
 	cudaFree(0);
 	if (!strcmp(argv[1], "ctx")) {
@@ -117,6 +134,22 @@ int main(int argc, char **argv) {
 			n++;
 		}
 		printf("{\"allocated_mib\":%ld,\"refused\":%s}\n", n * 1024, refused ? "true" : "false");
+		return 0;
+	}
+	if (!strcmp(argv[1], "hold")) {
+		if (argc < 5) return 2;
+		long want = atol(argv[3]), n = 0;
+		double secs = atof(argv[4]), t0 = now();
+		int refused = 0;
+		for (; n < want; n++) {
+			if (chunk(argv[2])) {
+				refused = 1;
+				break;
+			}
+		}
+		printf("{\"allocated_mib\":%ld,\"refused\":%s}\n", n * 1024, refused ? "true" : "false");
+		fflush(stdout);
+		while (now() - t0 < secs) usleep(50000);
 		return 0;
 	}
 	if (argc < 3) return 2;

@@ -35,6 +35,13 @@ if mode == "version":
 elif mode == "mem":
     r = workload("--chunk-mib", "1024", "--max-alloc-mib", str(int(sys.argv[3]) * 1024), "--seconds", "0")
     out(allocated_mib=r["allocated_bytes"] >> 20, refused=r["alloc_error"] == 2)
+elif mode == "hold":  # the probe's: PATH GIB SECS [unlink]
+    args = ["--chunk-mib", "1024", "--hold-mib", str(int(sys.argv[3]) * 1024), "--max-alloc-mib", "1", "--seconds", sys.argv[4]]
+    if len(sys.argv) > 5 and sys.argv[5] == "unlink":
+        args += ["--unlink-shared", "1"]
+    # the workload prints its line at its end: the held memory is what it asked
+    r = workload(*args, "--grid", "1", "--block", "32")
+    out(allocated_mib=r["held_mib"], refused=False)
 elif mode in ("burn", "elem"):
     shape = ["--grid", "200", "--block", "256"] if mode == "burn" else ["--grid", "2000", "--block", "32"]
     if mode == "burn":  # PyTorch's import and setup take seconds, the probe's under one

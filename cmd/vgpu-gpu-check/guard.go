@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/memguard"
+)
+
+// The guard row: a tenant lifts its own memory cap by removing the files it
+// shares with libvcuda (its shared directory is writable, as in a
+// container), and the node's memory guard (device-plugin/memguard, on the
+// card's NVML) must kill the process that took it over. The first process
+// holds three quarters of the cap; the second removes vcuda.region and
+// vcuda.slots before its first CUDA call, so libvcuda books it from zero and
+// grants it the whole cap again. Two processes' contexts and the tolerance
+// stay allowed, so the cap is fixed (guardCapMiB) where their sum is
+// exceeded.
+const (
+	guardCapMiB = 4096
+	// guardPeriod: how often the guard checks here (the device plugin's
+	// default is 2 s: a kill comes up to a period later there)
+	guardPeriod = time.Second
+	// guardSecs: how long the two processes hold their memory
+	guardSecs = 8.0
+	// guardBudget: both processes start and allocate (PyTorch's import
+	// would take seconds; the probe under one) and hold guardSecs
+	guardBudget = 14 * time.Second
+)
+
+// guardOutcome is what the guard row saw.
+type guardOutcome struct {
+	firstMiB, tampererMiB uint64 // what each process allocated (its JSON; the tamperer's is lost when killed)
+	kills                 []memguard.Kill
+	killedTamperer        bool // a kill of a process below the tamperer's root
+	killedFirst           bool
+	after                 time.Duration // from the tamperer's start to the kill
+	tampererErr           error         // the tamperer's end: killed, or its program's failure
+}
+
+// guard runs the guard row with program p on allocation path path.
+func (h *host) guard(ctx context.Context, p *program, path string) (guardOutcome, error) {
+	var g guardOutcome
+	t, err := h.tenant(api.ComputeNone, 100, guardCapMiB)
+	if err != nil {
+		return g, err
+	}
+	firstGiB, tamperGiB := guardCapMiB*3/4/1024, guardCapMiB/1024
+	roots := &rootSet{m: map[int]string{}}
+	const first, tamperer = "first", "tamperer"
+	owners := func() map[int]string {
+		o, err := ownersOf("/proc", roots.snapshot())
+		if err != nil {
+			return nil
+		}
+		return o
+	}
+	defaults := config.Default().MemoryGuard
+	r := &memguard.Runner{
+		Source: &memguard.NVMLSource{Lib: h.nvml},
+		List: func() []memguard.Tenant {
+			return []memguard.Tenant{{Key: t.tenancy.Key, PodUID: t.tenancy.Key, Namespace: "gpu-check", Pod: "guard", Container: "main",
+				UUID: h.uuid, CapMiB: guardCapMiB}}
+		},
+		Owners: func(pid uint32) (string, bool) {
+			_, ok := owners()[int(pid)]
+			return t.tenancy.Key, ok
+		},
+		Policy: memguard.Policy{ToleranceMiB: defaults.ToleranceMiB, UncountedContextMiB: defaults.UncountedContextMiB},
+		Period: guardPeriod, Clock: clock.RealClock{},
+	}
+	var res struct {
+		Allocated uint64 `json:"allocated_mib"`
+		Refused   bool
+	}
+	var wg sync.WaitGroup
+	var firstErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		firstErr = h.exec(ctx, t, p.cmd, p.env[path], &res, func(pid int) { roots.add(pid, first) },
+			"hold", path, fmt.Sprint(firstGiB), fmt.Sprint(guardSecs))
+		g.firstMiB = res.Allocated
+	}()
+	// the first process holds its memory before the tamperer starts
+	if err := h.waitHeld(ctx, owners, first, uint64(firstGiB)<<30); err != nil {
+		wg.Wait()
+		return g, fmt.Errorf("the first process never held %d GiB: %w (its end: %v)", firstGiB, err, firstErr)
+	}
+	started := time.Now()
+	var tres struct {
+		Allocated uint64 `json:"allocated_mib"`
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		env := append(append([]string{}, p.env[path]...), api.EnvSharedDir+"="+t.shared)
+		g.tampererErr = h.exec(ctx, t, p.cmd, env, &tres, func(pid int) { roots.add(pid, tamperer) },
+			"hold", path, fmt.Sprint(tamperGiB), fmt.Sprint(guardSecs), "unlink")
+		g.tampererMiB = tres.Allocated
+	}()
+	tick := time.NewTicker(guardPeriod)
+	defer tick.Stop()
+	for watching := true; watching; {
+		select {
+		case <-ctx.Done():
+			watching = false
+		case <-done:
+			watching = false
+		case <-tick.C:
+			o := owners()
+			for _, k := range r.Tick(ctx) {
+				g.kills = append(g.kills, k)
+				switch o[int(k.PID)] {
+				case tamperer:
+					g.killedTamperer, g.after = true, time.Since(started)
+				case first:
+					g.killedFirst = true
+				}
+			}
+		}
+	}
+	<-done
+	wg.Wait()
+	if firstErr != nil && !g.killedFirst {
+		return g, fmt.Errorf("the first process (within the cap): %w", firstErr)
+	}
+	return g, ctx.Err()
+}
+
+// waitHeld waits until processes of owner key hold at least want bytes on
+// the GPU (NVML's running processes), or ctx ends.
+func (h *host) waitHeld(ctx context.Context, owners func() map[int]string, key string, want uint64) error {
+	src := &memguard.NVMLSource{Lib: h.nvml}
+	for {
+		ps, err := src.Running(h.uuid)
+		if err != nil {
+			return err
+		}
+		o, sum := owners(), uint64(0)
+		for _, p := range ps {
+			if o[int(p.PID)] == key {
+				sum += p.UsedBytes
+			}
+		}
+		if sum >= want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("NVML shows %d MiB of it: %w", sum>>20, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// guardVerdict: ok when the guard killed the tamperer and nothing else.
+func guardVerdict(g guardOutcome) result {
+	res := result{Target: fmt.Sprintf("%d MiB", guardCapMiB)}
+	var held string
+	if len(g.kills) > 0 {
+		k := g.kills[0]
+		held = fmt.Sprintf("%d MiB", k.HeldBytes>>20)
+		res.Note = fmt.Sprintf("held %d MiB by NVML (limit %d MiB with %d processes' contexts and the tolerance); killed pid %d holding %d MiB",
+			k.HeldBytes>>20, k.LimitBytes>>20, k.Processes, k.PID, k.ProcessBytes>>20)
+	}
+	switch {
+	case g.killedFirst:
+		res.Status = statusMiss
+		res.Note = "killed the process within the cap; " + res.Note
+	case !g.killedTamperer:
+		res.Status = statusOver
+		res.Note = strings.TrimSuffix(fmt.Sprintf("the tamperer was not killed (it ended: %v); %s", g.tampererErr, res.Note), "; ")
+	default:
+		res.Note = fmt.Sprintf("%s, %.1f s after it started; the first process kept its %d MiB", res.Note, g.after.Seconds(), g.firstMiB)
+	}
+	res.Achieved = orDash(held)
+	return res
+}
