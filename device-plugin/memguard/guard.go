@@ -24,6 +24,7 @@ type Tenant struct {
 	Namespace, Pod, Container string
 	UUID                      string // the GPU
 	Index                     int    // the GPU's index on the node (metrics)
+	Model                     string // the GPU's model, as NVML names it (metrics)
 	CapMiB                    int64  // its memory limit on the GPU
 	ContextMiB                uint32 // what libvcuda books per process for a context (limiter.contextMiB)
 }

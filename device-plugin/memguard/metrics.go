@@ -7,7 +7,7 @@ import (
 )
 
 // Metrics are the guard's series. Label names follow package metrics
-// (gpu_uuid, gpu_index, namespace, pod, container).
+// (gpu_uuid, gpu_index, model, namespace, pod, container).
 type Metrics struct {
 	Kills   *prometheus.CounterVec // volcano_vgpu_memory_guard_kills_total
 	Held    *prometheus.GaugeVec   // volcano_vgpu_container_memory_held_bytes
@@ -15,7 +15,7 @@ type Metrics struct {
 	Errors  *prometheus.CounterVec // volcano_vgpu_memory_guard_errors_total
 }
 
-var tenantLabels = []string{"namespace", "pod", "container", "gpu_uuid", "gpu_index"}
+var tenantLabels = []string{"namespace", "pod", "container", "gpu_uuid", "gpu_index", "model"}
 
 // NewMetrics registers the guard's metrics with reg (nil: a private
 // registry nobody scrapes).
@@ -35,7 +35,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Unowned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "volcano_vgpu", Name: "gpu_memory_unowned_bytes",
 			Help: "GPU memory held by processes in no container allocated on the GPU (host processes, other device plugins' containers); the guard leaves them alone.",
-		}, []string{"gpu_uuid", "gpu_index"}),
+		}, []string{"gpu_uuid", "gpu_index", "model"}),
 		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "volcano_vgpu", Name: "memory_guard_errors_total",
 			Help: "GPUs the memory guard could not check in a period (NVML running processes failed), and kills that failed.",
@@ -46,5 +46,5 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 func tenantValues(t Tenant) []string {
-	return []string{t.Namespace, t.Pod, t.Container, t.UUID, strconv.Itoa(t.Index)}
+	return []string{t.Namespace, t.Pod, t.Container, t.UUID, strconv.Itoa(t.Index), t.Model}
 }

@@ -62,13 +62,13 @@ func (r *Runner) Run(ctx context.Context) error {
 func (r *Runner) Tick(ctx context.Context) []Kill {
 	logger := klog.FromContext(ctx)
 	byGPU := map[string]map[string]Tenant{}
-	index := map[string]int{}
+	index, model := map[string]int{}, map[string]string{}
 	for _, t := range r.List() {
 		if byGPU[t.UUID] == nil {
 			byGPU[t.UUID] = map[string]Tenant{}
 		}
 		byGPU[t.UUID][t.Key] = t
-		index[t.UUID] = t.Index
+		index[t.UUID], model[t.UUID] = t.Index, t.Model
 	}
 	uuids := make([]string, 0, len(byGPU))
 	for u := range byGPU {
@@ -98,7 +98,7 @@ func (r *Runner) Tick(ctx context.Context) []Kill {
 			logger.Info("GPU memory check works again", "gpu", uuid)
 		}
 		v := Decide(procs, r.Owners, byGPU[uuid], r.Policy)
-		r.record(uuid, index[uuid], v)
+		r.record(uuid, index[uuid], model[uuid], v)
 		if len(v.Unowned) > 0 {
 			logger.V(4).Info("GPU processes in no container allocated on the GPU, left alone", "gpu", uuid, "processes", v.Unowned)
 		}
@@ -114,7 +114,7 @@ func (r *Runner) Tick(ctx context.Context) []Kill {
 	return done
 }
 
-func (r *Runner) record(uuid string, index int, v Verdict) {
+func (r *Runner) record(uuid string, index int, model string, v Verdict) {
 	if r.Metrics == nil {
 		return
 	}
@@ -125,7 +125,7 @@ func (r *Runner) record(uuid string, index int, v Verdict) {
 	for _, p := range v.Unowned {
 		unowned += p.UsedBytes
 	}
-	r.Metrics.Unowned.WithLabelValues(uuid, strconv.Itoa(index)).Set(float64(unowned))
+	r.Metrics.Unowned.WithLabelValues(uuid, strconv.Itoa(index), model).Set(float64(unowned))
 }
 
 func (r *Runner) countError(uuid, what string) {

@@ -52,8 +52,8 @@ func newEnv() *env {
 	e := &env{src: &fakeSource{procs: map[string][]Process{}}, owners: map[uint32]string{}, rec: record.NewFakeRecorder(10), m: NewMetrics(nil),
 		clock: testclock.NewFakeClock(time.Unix(1e9, 0))}
 	tenants := []Tenant{
-		{Key: "u1/main", PodUID: "u1", Namespace: "ns", Pod: "p1", Container: "main", UUID: "GPU-0", Index: 0, CapMiB: 1000},
-		{Key: "u2/main", PodUID: "u2", Namespace: "ns", Pod: "p2", Container: "main", UUID: "GPU-1", Index: 1, CapMiB: 1000},
+		{Key: "u1/main", PodUID: "u1", Namespace: "ns", Pod: "p1", Container: "main", UUID: "GPU-0", Index: 0, Model: "NVIDIA H100 80GB HBM3", CapMiB: 1000},
+		{Key: "u2/main", PodUID: "u2", Namespace: "ns", Pod: "p2", Container: "main", UUID: "GPU-1", Index: 1, Model: "NVIDIA H100 80GB HBM3", CapMiB: 1000},
 	}
 	e.r = &Runner{Source: e.src, List: func() []Tenant { return tenants },
 		Owners: func(pid uint32) (string, bool) { k, ok := e.owners[pid]; return k, ok },
@@ -120,7 +120,7 @@ func TestRunnerTick(t *testing.T) {
 			if got := len(e.rec.Events); got != tc.wantEvents {
 				t.Errorf("%d Events, want %d", got, tc.wantEvents)
 			}
-			if got := testutil.ToFloat64(e.m.Kills.WithLabelValues("ns", "p1", "main", "GPU-0", "0")); got != tc.wantKills {
+			if got := testutil.ToFloat64(e.m.Kills.WithLabelValues("ns", "p1", "main", "GPU-0", "0", "NVIDIA H100 80GB HBM3")); got != tc.wantKills {
 				t.Errorf("kills counter = %v, want %v", got, tc.wantKills)
 			}
 			got := map[string]float64{}
@@ -155,7 +155,7 @@ func TestRunnerEvent(t *testing.T) {
 	default:
 		t.Fatal("no Event")
 	}
-	if got := testutil.ToFloat64(e.m.Held.WithLabelValues("ns", "p1", "main", "GPU-0", "0")); got != 1500*MiB {
+	if got := testutil.ToFloat64(e.m.Held.WithLabelValues("ns", "p1", "main", "GPU-0", "0", "NVIDIA H100 80GB HBM3")); got != 1500*MiB {
 		t.Errorf("held gauge = %v MiB, want 1500", got/MiB)
 	}
 }

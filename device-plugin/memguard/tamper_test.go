@@ -235,8 +235,8 @@ func tamperScenario(t *testing.T, tamperWith func(shared string) string) {
 	firstPID := tamperer.start(tamperer.hold(6000))
 
 	tenants := []Tenant{
-		{Key: tamperer.podUID + "/main", PodUID: tamperer.podUID, Namespace: "ns", Pod: "tamperer", Container: "main", UUID: uuid, CapMiB: 8192},
-		{Key: honest.podUID + "/main", PodUID: honest.podUID, Namespace: "ns", Pod: "honest", Container: "main", UUID: uuid, CapMiB: 4096},
+		{Key: tamperer.podUID + "/main", PodUID: tamperer.podUID, Namespace: "ns", Pod: "tamperer", Container: "main", UUID: uuid, Model: "Fake GPU", CapMiB: 8192},
+		{Key: honest.podUID + "/main", PodUID: honest.podUID, Namespace: "ns", Pod: "honest", Container: "main", UUID: uuid, Model: "Fake GPU", CapMiB: 4096},
 	}
 	ids := map[string]string{tamperer.podUID + "/" + tamperer.id: "main", honest.podUID + "/" + honest.id: "main"}
 	mapper := procmap.Mapper{Names: func(pod, id string) (string, bool) { n, ok := ids[pod+"/"+id]; return n, ok }}
@@ -318,11 +318,11 @@ func tamperScenario(t *testing.T, tamperWith func(shared string) string) {
 	if !strings.Contains(msg, want) || k.HeldBytes/MiB < 14192 {
 		t.Errorf("Event %q: want it to say %q (held ≥ 14192 MiB)", msg, want)
 	}
-	lv := []string{"ns", "tamperer", "main", uuid, "0"}
+	lv := []string{"ns", "tamperer", "main", uuid, "0", "Fake GPU"}
 	if got := testutil.ToFloat64(m.Kills.WithLabelValues(lv...)); got != 1 {
 		t.Errorf("kills counter = %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(m.Held.WithLabelValues("ns", "honest", "main", uuid, "0")); got != 4000*MiB {
+	if got := testutil.ToFloat64(m.Held.WithLabelValues("ns", "honest", "main", uuid, "0", "Fake GPU")); got != 4000*MiB {
 		t.Errorf("honest held gauge = %v MiB, want 4000", got/MiB)
 	}
 	t.Logf("fake driver: %d MiB held under an 8192 MiB cap after the tampering; the guard killed the %d MiB process, the neighbour kept its 4000 MiB", k.HeldBytes/MiB, k.ProcessBytes/MiB)

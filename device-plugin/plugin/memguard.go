@@ -82,7 +82,7 @@ func (p *Plugin) memTenants() []memguard.Tenant {
 				out = append(out, memguard.Tenant{
 					Key: rec.PodUID + "/" + rec.Container, PodUID: rec.PodUID,
 					Namespace: rec.Namespace, Pod: rec.Name, Container: rec.Container,
-					UUID: d.UUID, Index: byUUID[d.UUID], CapMiB: d.MemoryMiB,
+					UUID: d.UUID, Index: byUUID[d.UUID], Model: models[d.UUID], CapMiB: d.MemoryMiB,
 					ContextMiB: p.opts.Config.Limiter.ContextMiBFor(models[d.UUID]),
 				})
 			}

@@ -26,7 +26,7 @@ func TestMemoryGuardTenants(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []memguard.Tenant{{Key: "uid-p1/main", PodUID: "uid-p1", Namespace: "ns", Pod: "p1", Container: "main",
-		UUID: e.gpu(1), Index: 1, CapMiB: 8192, ContextMiB: 300}}
+		UUID: e.gpu(1), Index: 1, Model: "NVIDIA A100-PCIE-40GB", CapMiB: 8192, ContextMiB: 300}}
 	if diff := cmp.Diff(want, e.p.memTenants()); diff != "" {
 		t.Errorf("memTenants (-want +got):\n%s", diff)
 	}

@@ -71,10 +71,10 @@ func TestSeriesList(t *testing.T) {
 	e.p.metrics.AllocationFailures.WithLabelValues(metrics.ReasonNoMatch).Inc()
 	e.p.metrics.PreStartFailures.Inc()
 	g := e.p.guardMetrics
-	l := []string{"ns", "p1", "main", e.gpu(1), "1"}
+	l := []string{"ns", "p1", "main", e.gpu(1), "1", "A100"}
 	g.Kills.WithLabelValues(l...).Inc()
 	g.Held.WithLabelValues(l...).Set(1)
-	g.Unowned.WithLabelValues(e.gpu(1), "1").Set(1)
+	g.Unowned.WithLabelValues(e.gpu(1), "1", "A100").Set(1)
 	g.Errors.WithLabelValues(e.gpu(1), "list").Inc()
 	got, err := metrics.SeriesNames(e.reg)
 	if err != nil {
