@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -28,21 +29,23 @@ const (
 	// guardPeriod: how often the guard checks here (the device plugin's
 	// default is 2 s: a kill comes up to a period later there)
 	guardPeriod = time.Second
-	// guardSecs: how long the two processes hold their memory
+	// guardSecs: how long the two processes hold their memory at most (the
+	// row ends once the guard has killed one)
 	guardSecs = 8.0
-	// guardBudget: both processes start and allocate (PyTorch's import
-	// would take seconds; the probe under one) and hold guardSecs
-	guardBudget = 14 * time.Second
+	// guardBudget: both probes start and allocate (under a second each) and
+	// the guard kills within two of its periods
+	guardBudget = 6 * time.Second
 )
 
 // guardOutcome is what the guard row saw.
 type guardOutcome struct {
-	firstMiB, tampererMiB uint64 // what each process allocated (its JSON; the tamperer's is lost when killed)
-	kills                 []memguard.Kill
-	killedTamperer        bool // a kill of a process below the tamperer's root
-	killedFirst           bool
-	after                 time.Duration // from the tamperer's start to the kill
-	tampererErr           error         // the tamperer's end: killed, or its program's failure
+	firstMiB       uint64 // what NVML showed the first process hold before the tamperer started
+	tampererMiB    uint64 // what the tamperer allocated (its JSON: lost when it is killed)
+	kills          []memguard.Kill
+	killedTamperer bool // a kill of a process below the tamperer's root
+	killedFirst    bool
+	after          time.Duration // from the tamperer's start to the kill
+	tampererErr    error         // the tamperer's end: killed, or its program's failure
 }
 
 // guard runs the guard row with program p on allocation path path.
@@ -82,18 +85,22 @@ func (h *host) guard(ctx context.Context, p *program, path string) (guardOutcome
 	}
 	var wg sync.WaitGroup
 	var firstErr error
+	firstCtx, stopFirst := context.WithCancel(ctx)
+	defer stopFirst()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		firstErr = h.exec(ctx, t, p.cmd, p.env[path], &res, func(pid int) { roots.add(pid, first) },
+		firstErr = h.exec(firstCtx, t, p.cmd, p.env[path], &res, func(pid int) { roots.add(pid, first) },
 			"hold", path, fmt.Sprint(firstGiB), fmt.Sprint(guardSecs))
-		g.firstMiB = res.Allocated
 	}()
 	// the first process holds its memory before the tamperer starts
-	if err := h.waitHeld(ctx, owners, first, uint64(firstGiB)<<30); err != nil {
+	heldBytes, err := h.waitHeld(ctx, owners, first, uint64(firstGiB)<<30)
+	if err != nil {
+		stopFirst()
 		wg.Wait()
 		return g, fmt.Errorf("the first process never held %d GiB: %w (its end: %v)", firstGiB, err, firstErr)
 	}
+	g.firstMiB = heldBytes >> 20
 	started := time.Now()
 	var tres struct {
 		Allocated uint64 `json:"allocated_mib"`
@@ -128,8 +135,10 @@ func (h *host) guard(ctx context.Context, p *program, path string) (guardOutcome
 		}
 	}
 	<-done
+	// the row has its answer: the first process, holding since, is stopped
+	stopFirst()
 	wg.Wait()
-	if firstErr != nil && !g.killedFirst {
+	if firstErr != nil && !errors.Is(firstErr, context.Canceled) && !g.killedFirst {
 		return g, fmt.Errorf("the first process (within the cap): %w", firstErr)
 	}
 	return g, ctx.Err()
@@ -137,12 +146,12 @@ func (h *host) guard(ctx context.Context, p *program, path string) (guardOutcome
 
 // waitHeld waits until processes of owner key hold at least want bytes on
 // the GPU (NVML's running processes), or ctx ends.
-func (h *host) waitHeld(ctx context.Context, owners func() map[int]string, key string, want uint64) error {
+func (h *host) waitHeld(ctx context.Context, owners func() map[int]string, key string, want uint64) (uint64, error) {
 	src := &memguard.NVMLSource{Lib: h.nvml}
 	for {
 		ps, err := src.Running(h.uuid)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		o, sum := owners(), uint64(0)
 		for _, p := range ps {
@@ -151,11 +160,11 @@ func (h *host) waitHeld(ctx context.Context, owners func() map[int]string, key s
 			}
 		}
 		if sum >= want {
-			return nil
+			return sum, nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("NVML shows %d MiB of it: %w", sum>>20, ctx.Err())
+			return sum, fmt.Errorf("NVML shows %d MiB of it: %w", sum>>20, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -179,7 +188,7 @@ func guardVerdict(g guardOutcome) result {
 		res.Status = statusOver
 		res.Note = strings.TrimSuffix(fmt.Sprintf("the tamperer was not killed (it ended: %v); %s", g.tampererErr, res.Note), "; ")
 	default:
-		res.Note = fmt.Sprintf("%s, %.1f s after it started; the first process kept its %d MiB", res.Note, g.after.Seconds(), g.firstMiB)
+		res.Note = fmt.Sprintf("%s, %.1f s after it started; the first process (%d MiB by NVML) kept", res.Note, g.after.Seconds(), g.firstMiB)
 	}
 	res.Achieved = orDash(held)
 	return res

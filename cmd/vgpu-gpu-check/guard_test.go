@@ -21,7 +21,7 @@ func TestGuardVerdict(t *testing.T) {
 		note   string
 	}{
 		{"the tamperer killed, the first kept", guardOutcome{firstMiB: 3072, kills: []memguard.Kill{kill}, killedTamperer: true, after: 1500 * time.Millisecond},
-			"", "held 7168 MiB by NVML (limit 6208 MiB with 2 processes' contexts and the tolerance); killed pid 4242 holding 4096 MiB, 1.5 s after it started; the first process kept its 3072 MiB"},
+			"", "held 7168 MiB by NVML (limit 6208 MiB with 2 processes' contexts and the tolerance); killed pid 4242 holding 4096 MiB, 1.5 s after it started; the first process (3072 MiB by NVML) kept"},
 		{"nothing killed: the cap is lifted", guardOutcome{tampererErr: nil},
 			statusOver, "the tamperer was not killed (it ended: <nil>)"},
 		{"the process within the cap killed", guardOutcome{kills: []memguard.Kill{kill}, killedFirst: true, tampererErr: errors.New("exit status 1")},
@@ -45,7 +45,7 @@ func TestFakeDriverGuard(t *testing.T) {
 	build, fake := fakeDriver(t), fakePrograms(t)
 	out := runFakeCheck(t, build, []string{"-probe", filepath.Join(fake, "probe"), "-use", "probe", "-only", "guard", "-deadline", "2m"})
 	t.Logf("\n%s", out)
-	re := regexp.MustCompile(`(?m)^guard +memory guard, probe/malloc +4096 MiB +\d+ MiB +ok .*killed pid \d+ holding 4096 MiB, [0-9.]+ s after it started; the first process kept its 3072 MiB`)
+	re := regexp.MustCompile(`(?m)^guard +memory guard, probe/malloc +4096 MiB +\d+ MiB +ok .*killed pid \d+ holding 4096 MiB, [0-9.]+ s after it started; the first process \(3072 MiB by NVML\) kept`)
 	if !re.Match(out) {
 		t.Errorf("no ok guard row matching %s", re)
 	}

@@ -50,7 +50,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.slicing, "slicing", "", `the slicing rows' program: a binary built from slicing.cu, "off", or empty to build it here with nvcc`)
 	fs.StringVar(&o.out, "out", "", "also write the table to this file")
 	fs.StringVar(&o.trace, "trace", "", "write each share row's controller periods (busy, clock, each tenant's target, measured share, cost, rate) to a .tsv in this directory")
-	fs.DurationVar(&o.deadline, "deadline", 7*time.Minute+30*time.Second, "total deadline; rows that no longer fit are reported as skipped")
+	fs.DurationVar(&o.deadline, "deadline", 7*time.Minute+40*time.Second, "total deadline; rows that no longer fit are reported as skipped")
 	fs.DurationVar(&o.timeout, "scenario-timeout", 60*time.Second, "timeout of one row; a row cut by it is reported as TIMEOUT")
 	fs.Float64Var(&o.secs, "seconds", 10, "how long each tenant of a share row runs; shares are measured over the second half")
 	fs.Uint64Var(&o.capMiB, "cap-mib", 8192, "memory cap of the memory rows")

@@ -16,14 +16,14 @@ func TestParseOptions(t *testing.T) {
 		check   func(t *testing.T, o options)
 		wantErr string
 	}{
-		{name: "defaults: every group and program, 7.5 minutes, 60 s a row", check: func(t *testing.T, o options) {
+		{name: "defaults: every group and program, 7m40s, 60 s a row", check: func(t *testing.T, o options) {
 			if d := cmp.Diff(groupOrder(), o.groups); d != "" {
 				t.Errorf("groups (-want +got):\n%s", d)
 			}
 			if d := cmp.Diff(programNames(), o.use); d != "" {
 				t.Errorf("programs (-want +got):\n%s", d)
 			}
-			if o.deadline != 7*time.Minute+30*time.Second || o.timeout != time.Minute || o.secs != 10 || o.capMiB != 8192 || o.share != "pytorch" || o.mpsControl != "nvidia-cuda-mps-control" {
+			if o.deadline != 7*time.Minute+40*time.Second || o.timeout != time.Minute || o.secs != 10 || o.capMiB != 8192 || o.share != "pytorch" || o.mpsControl != "nvidia-cuda-mps-control" {
 				t.Errorf("defaults: deadline %v timeout %v secs %g cap %d share %s mps-control %s", o.deadline, o.timeout, o.secs, o.capMiB, o.share, o.mpsControl)
 			}
 		}},
@@ -38,7 +38,7 @@ func TestParseOptions(t *testing.T) {
 					t.Errorf("got %+v", o)
 				}
 			}},
-		{name: "unknown group names the valid ones", args: []string{"-only", "pairs"}, wantErr: `-only: unknown "pairs"; use a comma list of context,memory,single,pair,slicing,mixed,triple,balance,mps`},
+		{name: "unknown group names the valid ones", args: []string{"-only", "pairs"}, wantErr: `-only: unknown "pairs"; use a comma list of context,memory,guard,single,pair,slicing,mixed,triple,balance,mps`},
 		{name: "-skip leaves the mps rows out", args: []string{"-skip", "mps"}, check: func(t *testing.T, o options) {
 			if d := cmp.Diff(groupOrder()[:len(groupOrder())-1], o.groups); d != "" {
 				t.Errorf("groups (-want +got):\n%s", d)

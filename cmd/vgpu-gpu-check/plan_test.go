@@ -78,7 +78,7 @@ func TestPlan(t *testing.T) {
 	}
 }
 
-// The default run must fit the 7.5-minute deadline on an H100 with room for
+// The default run must fit the 7m40s deadline on an H100 with room for
 // building the probe and finding the programs (run.sh: nvcc ~20 s, imports
 // ~10 s); the README gives the budget per row.
 func TestDefaultPlanFitsTheDeadline(t *testing.T) {

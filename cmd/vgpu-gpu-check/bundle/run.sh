@@ -15,9 +15,9 @@ DIR=$(cd "$(dirname "$0")" && pwd)
 usage() {
 	cat <<'USAGE'
 usage: ./run.sh [flags]
-  --deadline D          total deadline, seconds or with s/m (default 7m30s); rows that no longer fit are skipped
+  --deadline D          total deadline, seconds or with s/m (default 7m40s); rows that no longer fit are skipped
   --scenario-timeout D  timeout of one row (default 60s); a row cut by it reads TIMEOUT
-  --only LIST           row groups: context,memory,single,pair,slicing,mixed,triple,balance,mps (default all)
+  --only LIST           row groups: context,memory,guard,single,pair,slicing,mixed,triple,balance,mps (default all)
   --skip LIST           row groups to leave out (default $GPU_CHECK_SKIP, e.g. mps)
   --mps-control CMD     nvidia-cuda-mps-control of the mps rows (default: the one in PATH)
   --use LIST            programs: pytorch,cupy,probe (default all found)
@@ -45,7 +45,7 @@ secs() {
 	echo $((n * mult))
 }
 
-deadline=450 timeout=60 only= skip=${GPU_CHECK_SKIP:-} mpsctl= use= share= seconds= cap= out= plan=
+deadline=460 timeout=60 only= skip=${GPU_CHECK_SKIP:-} mpsctl= use= share= seconds= cap= out= plan=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-h | --help) usage; exit 0 ;;
