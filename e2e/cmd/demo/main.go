@@ -5,7 +5,8 @@
 // same time, through the container emulator (e2e/containeremu: the device
 // plugin's Allocate response, libvcuda preloaded, the node's simulated GPUs),
 // and prints what each saw: what a user would check with nvidia-smi inside
-// the pod.
+// the pod; then a tenant that lifts its own memory cap, and the node's
+// memory guard ending it (tamper.go).
 package main
 
 import (
@@ -99,19 +100,20 @@ func run() error {
 	fmt.Println()
 	printPlacement(pods)
 	fmt.Println()
-	return runInPods(ctx, cfg, pods)
+	return runInPods(ctx, cfg, kube, pods)
 }
 
 // inPod is one container's workload run.
 type inPod struct {
 	pod, container, node string
+	ctr                  containeremu.Container
 	summary              containeremu.Summary
 	err                  error
 }
 
 // runInPods runs the workload in every container of pods at once and
 // prints what each saw.
-func runInPods(ctx context.Context, cfg cluster.Config, pods []corev1.Pod) error {
+func runInPods(ctx context.Context, cfg cluster.Config, kube kubernetes.Interface, pods []corev1.Pod) error {
 	emu, err := containeremu.New(containeremu.DefaultConfig(cfg.Root, cfg.SocketDir))
 	if err != nil {
 		return err
@@ -137,7 +139,7 @@ func runInPods(ctx context.Context, cfg cluster.Config, pods []corev1.Pod) error
 				return err
 			}
 			c.QOSClass = string(p.Status.QOSClass)
-			r := &inPod{pod: p.Name, container: ctr.Name, node: p.Spec.NodeName}
+			r := &inPod{pod: p.Name, container: ctr.Name, node: p.Spec.NodeName, ctr: c}
 			runs = append(runs, r)
 			wg.Add(1)
 			holding.Add(1)
@@ -192,6 +194,11 @@ func runInPods(ctx context.Context, cfg cluster.Config, pods []corev1.Pod) error
 	ns := ""
 	if len(pods) > 0 {
 		ns = pods[0].Namespace
+	}
+	if len(runs) > 0 {
+		if err := tamper(ctx, kube, emu, runs[0], ns, runs[0].summary.CUDATotalMiB); err != nil {
+			return fmt.Errorf("%s/%s: %w", runs[0].pod, runs[0].container, err)
+		}
 	}
 	for _, args := range [][]string{{"nodes"}, {"pods", "-n", ns}} {
 		fmt.Printf("$ kubectl vgpu %s\n", strings.Join(args, " "))
