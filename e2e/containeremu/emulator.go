@@ -3,12 +3,14 @@ package containeremu
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -236,6 +238,22 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 func (p *Process) Wait() (Output, error) {
 	<-p.done
 	return Output{Stdout: p.stdout.String(), Stderr: p.stderr.String()}, p.err
+}
+
+// WaitKilled waits up to within for the process to end by SIGKILL, as the
+// node's memory guard ends one; an end of any other kind, or none within,
+// is an error saying which.
+func (p *Process) WaitKilled(within time.Duration) error {
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		return fmt.Errorf("process %d still runs %s later", p.Pid(), within)
+	}
+	var exit *exec.ExitError
+	if !errors.As(p.err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		return fmt.Errorf("process %d ended with %v, not SIGKILL", p.Pid(), p.err)
+	}
+	return nil
 }
 
 // WaitStderr waits until the process has written substr to stderr.

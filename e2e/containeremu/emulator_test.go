@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -267,4 +268,40 @@ func TestUnlinkSharedLiftsTheCap(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestWaitKilled: a process ended by SIGKILL is what WaitKilled waits for;
+// one that exits on its own, or still runs when the time is up, is an error.
+func TestWaitKilled(t *testing.T) {
+	n := newNode(t, ModeFallback)
+	c := n.container(t, "a", 2, 1024, 100)
+	start := func() *Process {
+		p, err := n.emu.Start(ctx(t), c, "/bin/sleep", "30")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p := start()
+	if err := p.WaitKilled(100 * time.Millisecond); err == nil || !strings.Contains(err.Error(), "still runs") {
+		t.Errorf("a running process: %v, want still runs", err)
+	}
+	if err := syscall.Kill(p.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitKilled(10 * time.Second); err != nil {
+		t.Errorf("a process ended by SIGKILL: %v", err)
+	}
+	q, err := n.emu.Start(ctx(t), c, "/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.WaitKilled(10 * time.Second); err == nil || !strings.Contains(err.Error(), "not SIGKILL") {
+		t.Errorf("a process that exited 0: %v, want not SIGKILL", err)
+	}
+	p = start()
+	_ = syscall.Kill(p.Pid(), syscall.SIGTERM)
+	if err := p.WaitKilled(10 * time.Second); err == nil || !strings.Contains(err.Error(), "not SIGKILL") {
+		t.Errorf("a process ended by SIGTERM: %v, want not SIGKILL", err)
+	}
 }

@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os/exec"
-	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,16 +40,8 @@ func tamper(ctx context.Context, kube kubernetes.Interface, emu *containeremu.Em
 	}
 	held := time.Now()
 	fmt.Printf("It does: the container holds %d MiB under its %d MiB cap.\n", firstMiB+capMiB, capMiB)
-	done := make(chan error, 1)
-	go func() { _, err := second.Wait(); done <- err }()
-	select {
-	case err := <-done:
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-			return fmt.Errorf("the second process ended with %v, not killed by the node's memory guard", err)
-		}
-	case <-time.After(time.Minute):
-		return fmt.Errorf("the node's memory guard did not end the process over the cap within a minute")
+	if err := second.WaitKilled(time.Minute); err != nil {
+		return fmt.Errorf("the node's memory guard did not end the process over the cap: %w", err)
 	}
 	fmt.Printf("The node's memory guard killed that process %.1f s later; the first one runs on. The pod's Event:\n", time.Since(held).Seconds())
 	for {
