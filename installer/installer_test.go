@@ -351,26 +351,32 @@ func TestNotes(t *testing.T) {
 }
 
 // TestMemoryGuardPrivileges: the device plugin gets hostPID and CAP_KILL
-// while the memory guard is on, and neither when it is off.
+// while the memory guard is on, CAP_SYS_PTRACE while it also looks for
+// processes without the limiter, and none of them when it is off.
 func TestMemoryGuardPrivileges(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		sets []string
-		want bool
+		want map[string]bool
 	}{
-		{"guard on by default", nil, true},
-		{"guard off", []string{"devicePlugin.config.memoryGuard.disabled=true"}, false},
+		{"guard on by default", nil, map[string]bool{"hostPID": true, "KILL": true, "SYS_PTRACE": true}},
+		{"unlimited processes killed", []string{"devicePlugin.config.memoryGuard.unlimitedProcesses=kill"}, map[string]bool{"hostPID": true, "KILL": true, "SYS_PTRACE": true}},
+		{"unlimited processes ignored", []string{"devicePlugin.config.memoryGuard.unlimitedProcesses=ignore"}, map[string]bool{"hostPID": true, "KILL": true, "SYS_PTRACE": false}},
+		{"guard off", []string{"devicePlugin.config.memoryGuard.disabled=true"}, map[string]bool{"hostPID": false, "KILL": false, "SYS_PTRACE": false}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out, err := render(t, nil, c.sets...)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := map[string]bool{"hostPID": strings.Contains(out, "hostPID: true"), "KILL": strings.Contains(out, "- KILL")}
-			if diff := cmp.Diff(map[string]bool{"hostPID": c.want, "KILL": c.want}, got); diff != "" {
+			got := map[string]bool{"hostPID": strings.Contains(out, "hostPID: true"), "KILL": strings.Contains(out, "- KILL"), "SYS_PTRACE": strings.Contains(out, "- SYS_PTRACE")}
+			if diff := cmp.Diff(c.want, got); diff != "" {
 				t.Errorf("privileges (-want +got):\n%s", diff)
 			}
 		})
+	}
+	if _, err := render(t, nil, "devicePlugin.config.memoryGuard.unlimitedProcesses=Kill"); err == nil || !strings.Contains(err.Error(), "unlimitedProcesses") {
+		t.Errorf("unlimitedProcesses=Kill: err = %v, want it to name the setting", err)
 	}
 }
 

@@ -158,7 +158,23 @@ type MemoryGuard struct {
 	// size limiter.contextMiB does not count (0 there): a real context takes
 	// device memory the cap does not include. 0: the default.
 	UncountedContextMiB int64 `json:"uncountedContextMiB"`
+	// UnlimitedProcesses is what the guard does about a process that runs
+	// without libvcuda (no executable mapping of it in /proc/<pid>/maps) on
+	// a GPU where its container's compute share is enforced by libvcuda:
+	// report (a Warning Event on the pod, a metric), kill (those, and
+	// SIGKILL) or ignore. "": report.
+	UnlimitedProcesses UnlimitedAction `json:"unlimitedProcesses"`
 }
+
+// UnlimitedAction is memoryGuard.unlimitedProcesses.
+type UnlimitedAction string
+
+// The values of memoryGuard.unlimitedProcesses.
+const (
+	UnlimitedReport UnlimitedAction = "report"
+	UnlimitedKill   UnlimitedAction = "kill"
+	UnlimitedIgnore UnlimitedAction = "ignore"
+)
 
 // DefaultIgnoredXIDs are application errors that say nothing about the GPU.
 var DefaultIgnoredXIDs = []uint64{13, 31, 43, 45, 68, 109}
@@ -251,6 +267,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.MemoryGuard.UncountedContextMiB == 0 {
 		c.MemoryGuard.UncountedContextMiB = 1024
+	}
+	if c.MemoryGuard.UnlimitedProcesses == "" {
+		c.MemoryGuard.UnlimitedProcesses = UnlimitedReport
 	}
 	if c.MaxShares == 0 {
 		c.MaxShares = 10
@@ -364,6 +383,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("memoryGuard.toleranceMiB: expected 1 to 65536 MiB (0 for the default, 64), got %d", c.MemoryGuard.ToleranceMiB)
 	case c.MemoryGuard.UncountedContextMiB < 0 || c.MemoryGuard.UncountedContextMiB > maxContextMiB:
 		return fmt.Errorf("memoryGuard.uncountedContextMiB: expected 1 to %d MiB (0 for the default, 1024), got %d", maxContextMiB, c.MemoryGuard.UncountedContextMiB)
+	case c.MemoryGuard.UnlimitedProcesses != UnlimitedReport && c.MemoryGuard.UnlimitedProcesses != UnlimitedKill && c.MemoryGuard.UnlimitedProcesses != UnlimitedIgnore:
+		return fmt.Errorf("memoryGuard.unlimitedProcesses: expected report, kill or ignore, got %q", c.MemoryGuard.UnlimitedProcesses)
 	}
 	return nil
 }

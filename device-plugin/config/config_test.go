@@ -171,7 +171,7 @@ func TestParse(t *testing.T) {
 		{name: "CDI relative toolkit spec dir", yaml: "version: v1\ncdi:\n  toolkitSpecDirs: [/etc/cdi, run/cdi]", wantErr: `cdi.toolkitSpecDirs[1]: expected an absolute path on the host, got "run/cdi"`},
 		{name: "CDI unknown key", yaml: "version: v1\ncdi:\n  enable: true", wantErr: `unknown field "cdi.enable"`},
 		{name: "memory guard on by default", yaml: "version: v1", check: func(t *testing.T, c Config) {
-			want := MemoryGuard{Period: Duration{Duration: 2 * time.Second}, ToleranceMiB: 64, UncountedContextMiB: 1024}
+			want := MemoryGuard{Period: Duration{Duration: 2 * time.Second}, ToleranceMiB: 64, UncountedContextMiB: 1024, UnlimitedProcesses: UnlimitedReport}
 			if d := cmp.Diff(want, c.MemoryGuard); d != "" {
 				t.Errorf("memoryGuard (-want +got):\n%s", d)
 			}
@@ -184,6 +184,12 @@ func TestParse(t *testing.T) {
 		{name: "memory guard period too short", yaml: "version: v1\nmemoryGuard:\n  period: 10ms", wantErr: "memoryGuard.period: expected 100ms to 10m, got 10ms"},
 		{name: "memory guard period not a duration", yaml: "version: v1\nmemoryGuard:\n  period: often", wantErr: `memoryGuard.period: expected a duration such as 30s or 5m, got "often"`},
 		{name: "memory guard negative tolerance", yaml: "version: v1\nmemoryGuard:\n  toleranceMiB: -1", wantErr: "memoryGuard.toleranceMiB: expected 1 to 65536 MiB"},
+		{name: "unlimited processes killed", yaml: "version: v1\nmemoryGuard:\n  unlimitedProcesses: kill", check: func(t *testing.T, c Config) {
+			if c.MemoryGuard.UnlimitedProcesses != UnlimitedKill {
+				t.Errorf("memoryGuard.unlimitedProcesses = %q, want kill", c.MemoryGuard.UnlimitedProcesses)
+			}
+		}},
+		{name: "unlimited processes: unknown action", yaml: "version: v1\nmemoryGuard:\n  unlimitedProcesses: Kill", wantErr: `memoryGuard.unlimitedProcesses: expected report, kill or ignore, got "Kill"`},
 		{name: "memory guard context allowance too large", yaml: "version: v1\nmemoryGuard:\n  uncountedContextMiB: 20000", wantErr: "memoryGuard.uncountedContextMiB: expected 1 to 16384 MiB"},
 		{name: "duplicate key", yaml: "version: v1\nmaxShares: 3\nmaxShares: 4", wantErr: "maxShares"},
 		{name: "duplicate resource names", yaml: "version: v1\nresourceNames:\n  number: a.io/x\n  memory: a.io/x\n  memoryPercentage: a.io/y\n  cores: a.io/z", wantErr: "resourceNames: resource names"},

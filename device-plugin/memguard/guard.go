@@ -5,6 +5,8 @@
 // kernel's OOM killer would. libvcuda enforces the cap fast and inside the
 // process; a tenant that got around it (removed or rewrote its accounting
 // files, called the driver directly) is caught here within one period.
+// It also finds processes that run without libvcuda on a GPU whose compute
+// shares libvcuda enforces (their memory maps), and reports or ends them.
 //
 // Decide is pure; Runner reads NVML, signals, records Events and metrics.
 package memguard
@@ -27,6 +29,11 @@ type Tenant struct {
 	Model                     string // the GPU's model, as NVML names it (metrics)
 	CapMiB                    int64  // its memory limit on the GPU
 	ContextMiB                uint32 // what libvcuda books per process for a context (limiter.contextMiB)
+	// Compute: libvcuda holds the container to a compute share on this GPU
+	// (time-sliced, a share under 100, a policy other than none), so a
+	// process without it takes more than its share (Runner.Limited).
+	Compute bool
+	Cores   int // the share in percent; 0: best effort
 }
 
 // Process is one process NVML lists on a GPU.

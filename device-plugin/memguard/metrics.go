@@ -13,6 +13,10 @@ type Metrics struct {
 	Held    *prometheus.GaugeVec   // volcano_vgpu_container_memory_held_bytes
 	Unowned *prometheus.GaugeVec   // volcano_vgpu_gpu_memory_unowned_bytes
 	Errors  *prometheus.CounterVec // volcano_vgpu_memory_guard_errors_total
+	// Unlimited: volcano_vgpu_container_unlimited_processes;
+	// UnlimitedKills: volcano_vgpu_unlimited_process_kills_total.
+	Unlimited      *prometheus.GaugeVec
+	UnlimitedKills *prometheus.CounterVec
 }
 
 var tenantLabels = []string{"namespace", "pod", "container", "gpu_uuid", "gpu_index", "model"}
@@ -38,10 +42,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"gpu_uuid", "gpu_index", "model"}),
 		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "volcano_vgpu", Name: "memory_guard_errors_total",
-			Help: "GPUs the memory guard could not check in a period (NVML running processes failed), and kills that failed.",
+			Help: "GPUs the memory guard could not check in a period (what=nvml: NVML running processes failed; maps: a process's memory map could not be read), and kills that failed (kill).",
 		}, []string{"gpu_uuid", "what"}),
+		Unlimited: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "volcano_vgpu", Name: "container_unlimited_processes",
+			Help: "Processes of a container that run on a GPU where its compute share is enforced by libvcuda without libvcuda loaded: nothing holds them to the share (read by the memory guard each period).",
+		}, tenantLabels),
+		UnlimitedKills: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "volcano_vgpu", Name: "unlimited_process_kills_total",
+			Help: "Processes the node's guard killed because they ran on a compute-shared GPU without libvcuda (memoryGuard.unlimitedProcesses: kill).",
+		}, tenantLabels),
 	}
-	reg.MustRegister(m.Kills, m.Held, m.Unowned, m.Errors)
+	reg.MustRegister(m.Kills, m.Held, m.Unowned, m.Errors, m.Unlimited, m.UnlimitedKills)
 	return m
 }
 

@@ -34,8 +34,17 @@ type Runner struct {
 	Metrics  *Metrics
 	// Kill ends a process (default: SIGKILL by host pid).
 	Kill func(pid uint32) error
+	// Limited says whether a host pid runs with libvcuda loaded
+	// (procmap.Mapper.Maps); nil: processes without it are not looked for.
+	Limited func(pid uint32) (bool, error)
+	// KillUnlimited ends a compute-shared container's process that runs
+	// without libvcuda; false: it is reported (Event, metric, log).
+	KillUnlimited bool
 
-	failing map[string]bool // GPUs whose last read failed (logged once until they recover)
+	failing     map[string]bool   // GPUs whose last read failed (logged once until they recover)
+	mapsFailing map[string]bool   // GPUs whose last memory-map read failed (logged once)
+	reported    map[uint32]string // unlimited processes reported, by pid: their container
+	seen        map[uint32]bool   // pids checked this period
 }
 
 // Run checks each period until ctx ends.
@@ -47,7 +56,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	ctx = klog.NewContext(ctx, logger)
 	t := r.Clock.NewTicker(r.Period)
 	defer t.Stop()
-	logger.V(2).Info("GPU memory guard started", "period", r.Period, "toleranceMiB", r.Policy.ToleranceMiB, "uncountedContextMiB", r.Policy.UncountedContextMiB)
+	logger.V(2).Info("GPU memory guard started", "period", r.Period, "toleranceMiB", r.Policy.ToleranceMiB, "uncountedContextMiB", r.Policy.UncountedContextMiB,
+		"unlimitedProcesses", r.Limited != nil, "killUnlimited", r.KillUnlimited)
 	for {
 		r.Tick(ctx)
 		select {
@@ -60,6 +70,13 @@ func (r *Runner) Run(ctx context.Context) error {
 
 // Tick checks every GPU with tenants once and returns the kills it made.
 func (r *Runner) Tick(ctx context.Context) []Kill {
+	kills, _ := r.TickAll(ctx)
+	return kills
+}
+
+// TickAll is Tick that also returns the processes found running without
+// the limiter (with Limited set).
+func (r *Runner) TickAll(ctx context.Context) ([]Kill, []Unlimited) {
 	logger := klog.FromContext(ctx)
 	byGPU := map[string]map[string]Tenant{}
 	index, model := map[string]int{}, map[string]string{}
@@ -78,8 +95,14 @@ func (r *Runner) Tick(ctx context.Context) []Kill {
 	if r.Metrics != nil {
 		r.Metrics.Held.Reset()
 		r.Metrics.Unowned.Reset()
+		r.Metrics.Unlimited.Reset()
 	}
+	if r.mapsFailing == nil {
+		r.mapsFailing, r.reported = map[string]bool{}, map[uint32]string{}
+	}
+	r.seen = map[uint32]bool{}
 	var done []Kill
+	var unlimited []Unlimited
 	for _, uuid := range uuids {
 		procs, err := r.Source.Running(uuid)
 		if err != nil {
@@ -105,13 +128,23 @@ func (r *Runner) Tick(ctx context.Context) []Kill {
 		for _, h := range v.Holdings {
 			logger.V(6).Info("GPU memory held", "gpu", uuid, "container", h.Key, "heldMiB", h.HeldBytes/MiB, "limitMiB", h.LimitBytes/MiB, "processes", h.Processes)
 		}
+		killed := map[uint32]bool{}
 		for _, k := range v.Kills {
 			if r.kill(ctx, k) {
 				done = append(done, k)
+				killed[k.PID] = true
 			}
 		}
+		if r.Limited != nil {
+			unlimited = append(unlimited, r.unlimited(ctx, uuid, procs, byGPU[uuid], killed)...)
+		}
 	}
-	return done
+	for pid := range r.reported {
+		if !r.seen[pid] {
+			delete(r.reported, pid) // ended: a new process of that pid is reported again
+		}
+	}
+	return done, unlimited
 }
 
 func (r *Runner) record(uuid string, index int, model string, v Verdict) {

@@ -131,13 +131,22 @@ func (c *container) start(script string) int {
 // exec does: its pid namespace, its mounts, its cgroup).
 func (c *container) exec(script string) (*exec.Cmd, int) {
 	c.t.Helper()
+	return c.execEnv(script, c.env())
+}
+
+// execEnv is exec with the process's environment.
+func (c *container) execEnv(script string, env []string) (*exec.Cmd, int) {
+	c.t.Helper()
 	cmd := exec.Command("sh", "-c", `echo $$ > "$1/cgroup.procs" && exec nsenter -t "$2" -p -m sh -c "$3"`, "sh", c.cgroup, strconv.Itoa(innermost(c.t, c.init.Process.Pid)), script)
+	cmd.Env = env
 	return cmd, c.run(cmd)
 }
 
 func (c *container) run(cmd *exec.Cmd) int {
 	c.t.Helper()
-	cmd.Env = c.env()
+	if cmd.Env == nil {
+		cmd.Env = c.env()
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		c.t.Fatal(err)
@@ -209,7 +218,10 @@ func TestTamperedContainerIsCaught(t *testing.T) {
 	}
 }
 
-func tamperScenario(t *testing.T, tamperWith func(shared string) string) {
+// onFakeDriver skips without root or cgroup v1's pids hierarchy (the
+// emulated containers need both) and returns the fake GPU's NVML and UUID.
+func onFakeDriver(t *testing.T) (*NVMLSource, string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: pid namespaces and cgroups")
 	}
@@ -228,8 +240,11 @@ func tamperScenario(t *testing.T, tamperWith func(shared string) string) {
 		t.Fatalf("fake NVML init: %v", ret)
 	}
 	uuid, _, _ := strings.Cut(os.Getenv("FAKEGPU_DEVICES"), ":")
-	src := &NVMLSource{Lib: lib}
+	return &NVMLSource{Lib: lib}, uuid
+}
 
+func tamperScenario(t *testing.T, tamperWith func(shared string) string) {
+	src, uuid := onFakeDriver(t)
 	tamperer, honest := newContainer(t, uuid, 8192), newContainer(t, uuid, 4096)
 	honestPID := honest.start(honest.hold(4000))
 	firstPID := tamperer.start(tamperer.hold(6000))

@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/memguard"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/procmap"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/reschedule"
@@ -22,11 +24,19 @@ func (p *Plugin) memoryGuard(ctx context.Context) (r *memguard.Runner, stop func
 	}
 	rec, stop := reschedule.Recorder(ctx, p.opts.Client, p.opts.Node)
 	g := p.opts.Config.MemoryGuard
-	return &memguard.Runner{
+	r = &memguard.Runner{
 		Source: src.MemorySource(), List: p.memTenants, Owners: p.owners,
 		Policy: memguard.Policy{ToleranceMiB: g.ToleranceMiB, UncountedContextMiB: g.UncountedContextMiB},
 		Period: g.Period.Duration, Clock: p.opts.Clock, Recorder: rec, Metrics: p.guardMetrics,
-	}, stop
+		KillUnlimited: g.UnlimitedProcesses == config.UnlimitedKill,
+	}
+	if g.UnlimitedProcesses != config.UnlimitedIgnore {
+		l := p.opts.Config.Limiter
+		lib := procmap.StatLibrary(l.HostLibrary, l.ContainerLibrary)
+		m := procmap.Mapper{ProcRoot: p.procRoot()}
+		r.Limited = func(pid uint32) (bool, error) { return m.Maps(pid, lib) }
+	}
+	return r, stop
 }
 
 // owners maps a host pid to "podUID/container" (compute.Tenant.Key) of the
@@ -79,11 +89,15 @@ func (p *Plugin) memTenants() []memguard.Tenant {
 				if d.MIG != nil {
 					continue // the instance's memory is its own: nobody else's process runs on it
 				}
+				// libvcuda holds the container to its share here; MPS's SM
+				// partition and full GPUs need no throttle
+				compute := d.Cores < 100 && rec.ComputePolicy != api.ComputeNone && !p.isMPS(d.UUID)
 				out = append(out, memguard.Tenant{
 					Key: rec.PodUID + "/" + rec.Container, PodUID: rec.PodUID,
 					Namespace: rec.Namespace, Pod: rec.Name, Container: rec.Container,
 					UUID: d.UUID, Index: byUUID[d.UUID], Model: models[d.UUID], CapMiB: d.MemoryMiB,
 					ContextMiB: p.opts.Config.Limiter.ContextMiBFor(models[d.UUID]),
+					Compute:    compute, Cores: d.Cores,
 				})
 			}
 		}

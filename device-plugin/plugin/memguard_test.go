@@ -9,28 +9,53 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/volcano-vgpu/volcano-vgpu/api"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/gpu"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/memguard"
 )
 
 // TestMemoryGuardTenants: the guard's view of the node comes from what
-// Allocate served (caps, per GPU, with the model's context size) and from the
+// Allocate served (caps, per GPU, with the model's context size; whether
+// libvcuda holds the container to a compute share there) and from the
 // pods' statuses (runtime container IDs → names).
 func TestMemoryGuardTenants(t *testing.T) {
-	e := newEnvWith(t, t.TempDir(), func(c *config.Config) { c.Limiter.ContextMiB = map[string]uint32{"default": 300} })
+	for _, tc := range []struct {
+		name        string
+		cores       int
+		policy      string
+		wantCompute bool
+	}{
+		{name: "a 50% share", cores: 50, wantCompute: true},
+		{name: "best effort", cores: 0, wantCompute: true},
+		{name: "the whole GPU", cores: 100},
+		{name: "compute policy none", cores: 50, policy: "none"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnvWith(t, t.TempDir(), func(c *config.Config) { c.Limiter.ContextMiB = map[string]uint32{"default": 300} })
+			b := pod("p1").app("main", shareSpec{gpu: 1, mem: 8192, cores: tc.cores})
+			if tc.policy != "" {
+				b.annotate(api.ComputePolicyKey, tc.policy)
+			}
+			e.add(t, b.obj(t, e))
+			e.kubelet.set("p1", map[string][]string{"main": nil})
+			if _, err := e.p.Allocate(context.Background(), []string{e.id(1, 0)}); err != nil {
+				t.Fatal(err)
+			}
+			want := []memguard.Tenant{{Key: "uid-p1/main", PodUID: "uid-p1", Namespace: "ns", Pod: "p1", Container: "main",
+				UUID: e.gpu(1), Index: 1, Model: "NVIDIA A100-PCIE-40GB", CapMiB: 8192, ContextMiB: 300, Compute: tc.wantCompute, Cores: tc.cores}}
+			if diff := cmp.Diff(want, e.p.memTenants()); diff != "" {
+				t.Errorf("memTenants (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestContainerNames: runtime container IDs → names, from the pods' statuses.
+func TestContainerNames(t *testing.T) {
+	e := newEnv(t)
 	p1 := pod("p1").app("main", shareSpec{gpu: 1, mem: 8192, cores: 50}).obj(t, e)
 	e.add(t, p1)
-	e.kubelet.set("p1", map[string][]string{"main": nil})
-	if _, err := e.p.Allocate(context.Background(), []string{e.id(1, 0)}); err != nil {
-		t.Fatal(err)
-	}
-	want := []memguard.Tenant{{Key: "uid-p1/main", PodUID: "uid-p1", Namespace: "ns", Pod: "p1", Container: "main",
-		UUID: e.gpu(1), Index: 1, Model: "NVIDIA A100-PCIE-40GB", CapMiB: 8192, ContextMiB: 300}}
-	if diff := cmp.Diff(want, e.p.memTenants()); diff != "" {
-		t.Errorf("memTenants (-want +got):\n%s", diff)
-	}
-
 	if _, ok := e.p.containerName("uid-p1", "abc123"); ok {
 		t.Error("a container that has not started has a name")
 	}
@@ -60,17 +85,25 @@ func (noProcs) Running(string) ([]memguard.Process, error) { return nil, nil }
 
 func TestMemoryGuardStarts(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		disabled bool
-		procs    bool
-		want     bool
+		name      string
+		disabled  bool
+		procs     bool
+		unlimited config.UnlimitedAction
+		want      bool
 	}{
-		{"on where the library lists processes", false, true, true},
-		{"off by config", true, true, false},
-		{"a library that cannot list processes (simulated NVML)", false, false, false},
+		{"on where the library lists processes", false, true, "", true},
+		{"unlimited processes killed", false, true, config.UnlimitedKill, true},
+		{"unlimited processes ignored", false, true, config.UnlimitedIgnore, true},
+		{"off by config", true, true, "", false},
+		{"a library that cannot list processes (simulated NVML)", false, false, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnvWith(t, t.TempDir(), func(c *config.Config) { c.MemoryGuard.Disabled = tc.disabled })
+			e := newEnvWith(t, t.TempDir(), func(c *config.Config) {
+				c.MemoryGuard.Disabled = tc.disabled
+				if tc.unlimited != "" {
+					c.MemoryGuard.UnlimitedProcesses = tc.unlimited
+				}
+			})
 			if tc.procs {
 				e.p.opts.Lib = withMemory{DeviceLib: e.p.opts.Lib, src: noProcs{}}
 			}
@@ -81,6 +114,9 @@ func TestMemoryGuardStarts(t *testing.T) {
 			}
 			if r != nil && (r.Period != e.cfg.MemoryGuard.Period.Duration || r.Policy.ToleranceMiB != 64 || r.Policy.UncountedContextMiB != 1024) {
 				t.Errorf("guard = period %s, policy %+v: want the config's", r.Period, r.Policy)
+			}
+			if r != nil && ((r.Limited != nil) != (tc.unlimited != config.UnlimitedIgnore) || r.KillUnlimited != (tc.unlimited == config.UnlimitedKill)) {
+				t.Errorf("guard: looks for unlimited processes %v, kills them %v; want memoryGuard.unlimitedProcesses %q", r.Limited != nil, r.KillUnlimited, tc.unlimited)
 			}
 		})
 	}
