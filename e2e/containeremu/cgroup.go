@@ -26,8 +26,10 @@ func ContainerID(podUID, name string) string {
 // NodeProcRoot is the simulated node's view of its processes' cgroups: the
 // container emulator writes <root>/<pid>/cgroup for every process it starts
 // on the node, as the kernel shows /proc/<pid>/cgroup of a process a
-// runtime placed in the container's cgroup, and removes it when the process
-// exits. The node's device plugin reads it as its host /proc (hostPID).
+// runtime placed in the container's cgroup, links <root>/<pid>/maps to the
+// process's real memory map (/proc/<pid>/maps: what it loaded), and removes
+// both when the process exits. The node's device plugin reads it as its
+// host /proc (hostPID).
 func (c Config) NodeProcRoot(node string) string {
 	return filepath.Join(c.WorkDir, node, "proc")
 }
@@ -90,6 +92,10 @@ func (e *Emulator) placeInCgroup(c Container, pid int) (func(), error) {
 	}
 	body := cgroupFile(layoutOf(c.Node), c.PodUID, ContainerID(c.PodUID, c.Name), c.QOSClass)
 	if err := os.WriteFile(filepath.Join(dir, "cgroup"), []byte(body), 0o644); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := os.Symlink(filepath.Join("/proc", strconv.Itoa(pid), "maps"), filepath.Join(dir, "maps")); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}

@@ -77,3 +77,47 @@ func TestProcessInItsCgroup(t *testing.T) {
 		}
 	})
 }
+
+// TestProcessMapsTheLimiter: the node's proc root shows each process's real
+// memory map, so the device plugin sees libvcuda loaded into a container's
+// process (by the host file's inode: an emulated container's paths are the
+// host's) and not into one whose loader ignores /etc/ld.so.preload, which
+// runs unlimited: it takes the GPU memory the cap would refuse.
+func TestProcessMapsTheLimiter(t *testing.T) {
+	inBothModes(t, func(t *testing.T, n *node) {
+		lib := procmap.StatLibrary(filepath.Join(repoRoot, "vcuda", "_build", "libvcuda.so"), "/usr/local/volcano-vgpu/libvcuda.so")
+		for _, tc := range []struct {
+			name           string
+			ignoresPreload bool
+			want           bool
+		}{
+			{"preloaded", false, true},
+			{"a loader that ignores /etc/ld.so.preload", true, false},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				c := n.container(t, "a", 2, 1024, 30)
+				c.IgnoresPreload = tc.ignoresPreload
+				p, err := n.emu.StartWorkload(ctx(t), c, Workload{ChunkMiB: 1, MaxAllocMiB: 2048, HoldMiB: 10, Seconds: 0.5})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := p.WaitStderr(ctx(t), HoldingMessage); err != nil {
+					t.Fatal(err)
+				}
+				m := procmap.Mapper{ProcRoot: n.emu.cfg.NodeProcRoot(c.Node)}
+				got, err := m.Maps(uint32(p.Pid()), lib)
+				if err != nil || got != tc.want {
+					t.Errorf("libvcuda mapped in pid %d: %v, %v; want %v", p.Pid(), got, err, tc.want)
+				}
+				s, err := p.Summary()
+				if err != nil {
+					t.Fatal(err)
+				}
+				// 10 held + what the cap left (1024) or, unlimited, the 2048 asked
+				if limited := s.AllocatableMiB() <= 1024; limited != tc.want {
+					t.Errorf("the workload allocated %d MiB: limited %v, want %v", s.AllocatableMiB(), limited, tc.want)
+				}
+			})
+		}
+	})
+}

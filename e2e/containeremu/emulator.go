@@ -8,10 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
 )
 
 // Mode is how containers are emulated (see the package doc).
@@ -144,6 +147,9 @@ func (e *Emulator) Start(ctx context.Context, c Container, argv ...string) (*Pro
 	s, err := buildSpec(c, hostPaths{DriverDir: e.cfg.DriverDir, Workload: e.cfg.Workload, GPUDir: gpuDir})
 	if err != nil {
 		return nil, fmt.Errorf("container %s/%s on %s: %w", c.PodUID, c.Name, c.Node, err)
+	}
+	if c.IgnoresPreload {
+		s.Mounts = slices.DeleteFunc(s.Mounts, func(m mountSpec) bool { return m.Target == api.LdPreloadPath })
 	}
 	specs, err := c.limiterSpecs(c.CDISpecDir)
 	if err != nil {

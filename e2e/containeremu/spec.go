@@ -89,6 +89,10 @@ type Container struct {
 	// the container sees every GPU of the node and only libvcuda's config
 	// keeps it to its own.
 	ExposeAllGPUs bool
+	// IgnoresPreload emulates a program whose loader ignores
+	// /etc/ld.so.preload (musl's, or none: a static binary): libvcuda is
+	// not loaded into it, so nothing in the process limits it.
+	IgnoresPreload bool
 }
 
 // FromRecord is the container named name of a pod the kubelet emulator

@@ -5,6 +5,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -87,4 +88,74 @@ func TestMemoryGuardOnTheCluster(t *testing.T) {
 	})
 	stopFirst()
 	_, _ = first.Wait()
+}
+
+// TestUnlimitedProcessOnTheCluster: in a pod with a 30% share, a process
+// whose loader ignores /etc/ld.so.preload (as a static or musl program's
+// does) runs beside one with libvcuda. Its node's device plugin reads each
+// process's memory map through the host's /proc, finds the one without the
+// limiter, and reports it (memoryGuard.unlimitedProcesses: report, the
+// default): a GPULimiterBypassed Warning Event on the pod and
+// volcano_vgpu_container_unlimited_processes 1; it kills neither.
+func TestUnlimitedProcessOnTheCluster(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns := newNamespace(t, ctx)
+	pod, _ := chainRunningPod(t, ctx, ns, "unlimited", 1, 4096, 30, map[string]string{api.GPUTypeIncludeKey: chainA100})
+	c := chainContainer(t, ctx, pod)
+	emu := chainEmulator(t)
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	limited, err := emu.StartWorkload(runCtx, c, containeremu.Workload{ChunkMiB: 1, MaxAllocMiB: 1, HoldMiB: 1000, Seconds: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := c
+	bare.IgnoresPreload = true
+	unlimited, err := emu.StartWorkload(runCtx, bare, containeremu.Workload{ChunkMiB: 1, MaxAllocMiB: 1, HoldMiB: 1000, Seconds: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*containeremu.Process{limited, unlimited} {
+		if err := p.WaitStderr(ctx, containeremu.HoldingMessage); err != nil {
+			t.Fatal(err)
+		}
+	}
+	started := time.Now()
+	waitFor(t, ctx, "the GPULimiterBypassed event on "+pod.Name, func() error {
+		evs, err := shared.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + memguard.ReasonLimiterBypassed})
+		if err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name != pod.Name {
+				continue
+			}
+			if want := fmt.Sprintf("Process %d (host pid)", unlimited.Pid()); !strings.Contains(e.Message, want) {
+				return fmt.Errorf("event %q does not name the unlimited process: want %q", e.Message, want)
+			}
+			t.Logf("event %.1f s after both held their memory: %s", time.Since(started).Seconds(), e.Message)
+			return nil
+		}
+		return fmt.Errorf("%d such events, none on %s", len(evs.Items), pod.Name)
+	})
+	waitFor(t, ctx, "the unlimited-process series of "+pod.Name, func() error {
+		m, err := containerSeries(ctx, pod.Spec.NodeName, pod.Name)
+		if err != nil {
+			return err
+		}
+		if n := m["volcano_vgpu_container_unlimited_processes"]; n != 1 {
+			return fmt.Errorf("volcano_vgpu_container_unlimited_processes %v, want 1", n)
+		}
+		return nil
+	})
+	for name, p := range map[string]*containeremu.Process{"the preloaded process": limited, "the unlimited one (report only)": unlimited} {
+		if err := syscall.Kill(p.Pid(), 0); err != nil {
+			t.Errorf("%s is gone: %v", name, err)
+		}
+	}
+	stop()
+	_, _ = limited.Wait()
+	_, _ = unlimited.Wait()
 }
