@@ -13,6 +13,7 @@ import (
 	"github.com/volcano-vgpu/volcano-vgpu/api"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/config"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/memguard"
+	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/procmap"
 )
 
 // The guard row: a tenant lifts its own memory cap by removing the files it
@@ -46,6 +47,10 @@ type guardOutcome struct {
 	killedFirst    bool
 	after          time.Duration // from the tamperer's start to the kill
 	tampererErr    error         // the tamperer's end: killed, or its program's failure
+	// unlimited: probes the guard found running without libvcuda (its
+	// memory-map check, as memoryGuard.unlimitedProcesses runs it); both
+	// load it, so any is a false finding
+	unlimited []memguard.Unlimited
 }
 
 // guard runs the guard row with program p on allocation path path.
@@ -70,7 +75,7 @@ func (h *host) guard(ctx context.Context, p *program, path string) (guardOutcome
 		Source: &memguard.NVMLSource{Lib: h.nvml},
 		List: func() []memguard.Tenant {
 			return []memguard.Tenant{{Key: t.tenancy.Key, PodUID: t.tenancy.Key, Namespace: "gpu-check", Pod: "guard", Container: "main",
-				UUID: h.uuid, CapMiB: guardCapMiB}}
+				UUID: h.uuid, CapMiB: guardCapMiB, Compute: true, Cores: 30}}
 		},
 		Owners: func(pid uint32) (string, bool) {
 			_, ok := owners()[int(pid)]
@@ -79,6 +84,10 @@ func (h *host) guard(ctx context.Context, p *program, path string) (guardOutcome
 		Policy: memguard.Policy{ToleranceMiB: defaults.ToleranceMiB, UncountedContextMiB: defaults.UncountedContextMiB},
 		Period: guardPeriod, Clock: clock.RealClock{},
 	}
+	// the probes preload it from the host's path (their mount namespaces
+	// are copies of the host's)
+	lib := procmap.StatLibrary(h.lib, h.lib)
+	r.Limited = func(pid uint32) (bool, error) { return procmap.Mapper{}.Maps(pid, lib) }
 	var res struct {
 		Allocated uint64 `json:"allocated_mib"`
 		Refused   bool
@@ -123,7 +132,9 @@ func (h *host) guard(ctx context.Context, p *program, path string) (guardOutcome
 			watching = false
 		case <-tick.C:
 			o := owners()
-			for _, k := range r.Tick(ctx) {
+			kills, unlimited := r.TickAll(ctx)
+			g.unlimited = append(g.unlimited, unlimited...)
+			for _, k := range kills {
 				g.kills = append(g.kills, k)
 				switch o[int(k.PID)] {
 				case tamperer:
@@ -181,6 +192,9 @@ func guardVerdict(g guardOutcome) result {
 			k.HeldBytes>>20, k.LimitBytes>>20, k.Processes, k.PID, k.ProcessBytes>>20)
 	}
 	switch {
+	case len(g.unlimited) > 0:
+		res.Status = statusMiss
+		res.Note = fmt.Sprintf("the guard found pid %d without libvcuda, which every probe loads (its memory map); %s", g.unlimited[0].PID, res.Note)
 	case g.killedFirst:
 		res.Status = statusMiss
 		res.Note = "killed the process within the cap; " + res.Note

@@ -26,6 +26,8 @@ func TestGuardVerdict(t *testing.T) {
 			statusOver, "the tamperer was not killed (it ended: <nil>)"},
 		{"the process within the cap killed", guardOutcome{kills: []memguard.Kill{kill}, killedFirst: true, tampererErr: errors.New("exit status 1")},
 			statusMiss, "killed the process within the cap"},
+		{"a preloaded probe read as running without libvcuda", guardOutcome{kills: []memguard.Kill{kill}, killedTamperer: true, unlimited: []memguard.Unlimited{{PID: 4240}}},
+			statusMiss, "the guard found pid 4240 without libvcuda, which every probe loads"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := guardVerdict(tc.g)

@@ -76,6 +76,8 @@ func TestSeriesList(t *testing.T) {
 	g.Held.WithLabelValues(l...).Set(1)
 	g.Unowned.WithLabelValues(e.gpu(1), "1", "A100").Set(1)
 	g.Errors.WithLabelValues(e.gpu(1), "list").Inc()
+	g.Unlimited.WithLabelValues(l...).Set(1)
+	g.UnlimitedKills.WithLabelValues(l...).Inc()
 	got, err := metrics.SeriesNames(e.reg)
 	if err != nil {
 		t.Fatal(err)
