@@ -199,6 +199,9 @@ func runInPods(ctx context.Context, cfg cluster.Config, kube kubernetes.Interfac
 		if err := tamper(ctx, kube, emu, runs[0], ns, runs[0].summary.CUDATotalMiB); err != nil {
 			return fmt.Errorf("%s/%s: %w", runs[0].pod, runs[0].container, err)
 		}
+		if err := unlimited(ctx, kube, emu, runs[0], ns); err != nil {
+			return fmt.Errorf("%s/%s: %w", runs[0].pod, runs[0].container, err)
+		}
 	}
 	for _, args := range [][]string{{"nodes"}, {"pods", "-n", ns}} {
 		fmt.Printf("$ kubectl vgpu %s\n", strings.Join(args, " "))

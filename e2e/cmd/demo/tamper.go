@@ -44,22 +44,60 @@ func tamper(ctx context.Context, kube kubernetes.Interface, emu *containeremu.Em
 		return fmt.Errorf("the node's memory guard did not end the process over the cap: %w", err)
 	}
 	fmt.Printf("The node's memory guard killed that process %.1f s later; the first one runs on. The pod's Event:\n", time.Since(held).Seconds())
+	msg, err := podEvent(ctx, kube, ns, memguard.ReasonCapExceeded, r)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  Warning %s: %s\n\n", memguard.ReasonCapExceeded, msg)
+	stopFirst()
+	_, _ = first.Wait()
+	return nil
+}
+
+// unlimited shows a program that never loads libvcuda (a static or musl
+// binary: its loader ignores /etc/ld.so.preload) in container r: the node
+// finds it by its memory map and reports it on the pod (the default action).
+func unlimited(ctx context.Context, kube kubernetes.Interface, emu *containeremu.Emulator, r *inPod, ns string) error {
+	fmt.Printf("A program that does not load libvcuda (a static or musl binary) starts in %s/%s: nothing in it holds it\n"+
+		"to the container's compute share …\n", r.pod, r.container)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	bare := r.ctr
+	bare.IgnoresPreload = true
+	p, err := emu.StartWorkload(runCtx, bare, containeremu.Workload{ChunkMiB: 1, MaxAllocMiB: 1, HoldMiB: 256, Seconds: 60})
+	if err != nil {
+		return err
+	}
+	if err := p.WaitStderr(ctx, containeremu.HoldingMessage); err != nil {
+		return err
+	}
+	started := time.Now()
+	msg, err := podEvent(ctx, kube, ns, memguard.ReasonLimiterBypassed, r)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("The node found it by its memory map %.1f s later (memoryGuard.unlimitedProcesses: report; kill would end it):\n"+
+		"  Warning %s: %s\n\n", time.Since(started).Seconds(), memguard.ReasonLimiterBypassed, msg)
+	stop()
+	_, _ = p.Wait()
+	return nil
+}
+
+// podEvent waits for the first Event of reason on r's pod and returns its message.
+func podEvent(ctx context.Context, kube kubernetes.Interface, ns, reason string, r *inPod) (string, error) {
 	for {
-		evs, err := kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + memguard.ReasonCapExceeded})
+		evs, err := kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + reason})
 		if err != nil {
-			return err
+			return "", err
 		}
 		for _, e := range evs.Items {
 			if string(e.InvolvedObject.UID) == r.ctr.PodUID { // this pod, not an earlier demo's of the same name
-				fmt.Printf("  Warning %s: %s\n\n", e.Reason, e.Message)
-				stopFirst()
-				_, _ = first.Wait()
-				return nil
+				return e.Message, nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("no %s Event on %s: %w", memguard.ReasonCapExceeded, r.pod, ctx.Err())
+			return "", fmt.Errorf("no %s Event on %s: %w", reason, r.pod, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
