@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,8 +73,14 @@ func bypassScenario(t *testing.T, kill bool) {
 		if err := cmd.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
 			t.Errorf("the process without the limiter ended with %v, want killed", err)
 		}
-	} else if !alive(barePID) {
-		t.Errorf("report: the process without the limiter (host pid %d) was killed", barePID)
+	} else {
+		if !alive(barePID) {
+			t.Errorf("report: the process without the limiter (host pid %d) was killed", barePID)
+		}
+		// ended here, so that its nsenter reaps it: an orphan would stay a
+		// zombie under the container's pid 1 and on the fake GPU's books
+		_ = syscall.Kill(barePID, syscall.SIGKILL)
+		_ = cmd.Wait()
 	}
 	if !alive(limitedPID) {
 		t.Errorf("the preloaded process (host pid %d) was killed", limitedPID)

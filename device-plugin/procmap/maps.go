@@ -42,20 +42,34 @@ func StatLibrary(hostPath, containerPath string) Library {
 // an executable mapping of lib: its path (also as " (deleted)", the host's
 // copy replaced since the container started) or its device and inode.
 func MapsLibrary(maps string, lib Library) (bool, error) {
-	for _, line := range strings.Split(maps, "\n") {
-		if strings.TrimSpace(line) == "" {
+	for rest := maps; rest != ""; {
+		var line string
+		line, rest, _ = strings.Cut(rest, "\n")
+		// address perms offset dev inode [path]; the path may hold spaces
+		var f [5]string
+		tail, n := line, 0
+		for ; n < len(f); n++ {
+			tail = strings.TrimLeft(tail, " \t")
+			if tail == "" {
+				break
+			}
+			i := strings.IndexAny(tail, " \t")
+			if i < 0 {
+				i = len(tail)
+			}
+			f[n], tail = tail[:i], tail[i:]
+		}
+		if n == 0 {
 			continue
 		}
-		// address perms offset dev inode [path]; the path may hold spaces
-		f := strings.Fields(line)
-		if len(f) < 5 {
+		if n < len(f) {
 			return false, fmt.Errorf("maps line %q: expected address, perms, offset, dev, inode and a path", line)
 		}
-		if len(f) == 5 || !strings.Contains(f[1], "x") {
+		path := strings.TrimSpace(tail)
+		if path == "" || !strings.Contains(f[1], "x") {
 			continue
 		}
-		path := afterFields(line, 5)
-		if lib.Path != "" && (path == lib.Path || path == lib.Path+" (deleted)") {
+		if lib.Path != "" && strings.TrimSuffix(path, " (deleted)") == lib.Path {
 			return true, nil
 		}
 		if lib.Inode == 0 {
@@ -65,34 +79,20 @@ func MapsLibrary(maps string, lib Library) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("maps line %q: inode %q: %w", line, f[4], err)
 		}
-		maj, min, ok := strings.Cut(f[3], ":")
-		if !ok {
-			return false, fmt.Errorf("maps line %q: device %q: expected major:minor in hex", line, f[3])
+		if ino != lib.Inode {
+			continue
 		}
+		maj, min, ok := strings.Cut(f[3], ":")
 		ma, err1 := strconv.ParseUint(maj, 16, 32)
 		mi, err2 := strconv.ParseUint(min, 16, 32)
-		if err1 != nil || err2 != nil {
+		if !ok || err1 != nil || err2 != nil {
 			return false, fmt.Errorf("maps line %q: device %q: expected major:minor in hex", line, f[3])
 		}
-		if ino == lib.Inode && uint32(ma) == lib.Major && uint32(mi) == lib.Minor {
+		if uint32(ma) == lib.Major && uint32(mi) == lib.Minor {
 			return true, nil
 		}
 	}
 	return false, nil
-}
-
-// afterFields is line after its first n space-separated fields, trimmed.
-func afterFields(line string, n int) string {
-	rest := line
-	for i := 0; i < n; i++ {
-		rest = strings.TrimLeft(rest, " \t")
-		if j := strings.IndexAny(rest, " \t"); j >= 0 {
-			rest = rest[j:]
-		} else {
-			return ""
-		}
-	}
-	return strings.TrimSpace(rest)
 }
 
 // Maps reports whether the host process hostPID has lib mapped to run.

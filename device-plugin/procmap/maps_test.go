@@ -102,3 +102,22 @@ func TestMapsOfThisProcess(t *testing.T) {
 		t.Errorf("a pid without a maps file: err = %v", err)
 	}
 }
+
+// BenchmarkMapsLibrary: one check of a large process's map, the library
+// absent (the whole map read): 3000 mappings, about what a PyTorch process
+// with CUDA loaded has.
+func BenchmarkMapsLibrary(b *testing.B) {
+	var sb strings.Builder
+	for i := 0; i < 3000; i++ {
+		fmt.Fprintf(&sb, "7f%010x-7f%010x r-xp 00000000 fd:01 %d /usr/lib/python3/site-packages/torch/lib/libtorch_part%d.so\n", i<<12, (i+1)<<12, 100000+i, i)
+	}
+	maps := sb.String()
+	lib := Library{Path: "/usr/local/volcano-vgpu/libvcuda.so", Major: 0xfd, Minor: 1, Inode: 7}
+	b.SetBytes(int64(len(maps)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if ok, err := MapsLibrary(maps, lib); ok || err != nil {
+			b.Fatal(ok, err)
+		}
+	}
+}
