@@ -37,6 +37,7 @@ func (r *Runner) unlimited(ctx context.Context, uuid string, procs []Process, te
 		if !ok || !known || !t.Compute || skip[pr.PID] {
 			continue
 		}
+		r.seen[pr.PID] = true // a process reported once is not reported again while it runs
 		limited, err := r.Limited(pr.PID)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // ended since NVML listed it
@@ -50,7 +51,6 @@ func (r *Runner) unlimited(ctx context.Context, uuid string, procs []Process, te
 			continue
 		}
 		delete(r.mapsFailing, uuid)
-		r.seen[pr.PID] = true
 		if limited {
 			continue
 		}
