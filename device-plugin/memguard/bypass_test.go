@@ -1,7 +1,6 @@
 package memguard
 
 import (
-	"context"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -9,12 +8,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/klog/v2/ktesting"
-	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/procmap"
-	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/reschedule"
 )
 
 // TestProcessWithoutTheLimiter: in an emulated container with a 30% share,
@@ -44,8 +39,6 @@ func bypassScenario(t *testing.T, kill bool) {
 
 	tenants := []Tenant{{Key: c.podUID + "/main", PodUID: c.podUID, Namespace: "ns", Pod: "bypass", Container: "main", UUID: uuid,
 		Model: "Fake GPU", CapMiB: 8192, Compute: true, Cores: 30}}
-	ids := map[string]string{c.podUID + "/" + c.id: "main"}
-	mapper := procmap.Mapper{Names: func(pod, id string) (string, bool) { n, ok := ids[pod+"/"+id]; return n, ok }}
 	lib, err := filepath.Abs(filepath.Join(build, "libvcuda.so"))
 	if err != nil {
 		t.Fatal(err)
@@ -53,17 +46,10 @@ func bypassScenario(t *testing.T, kill bool) {
 	// The processes load it from the build directory (LD_PRELOAD): found by
 	// the file's inode, not the path containers have it at.
 	l := procmap.StatLibrary(lib, "/usr/local/volcano-vgpu/libvcuda.so")
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	client := fake.NewSimpleClientset()
-	rec, stop := reschedule.Recorder(ctx, client, "node-1")
-	defer stop()
-	m := NewMetrics(nil)
-	r := &Runner{Source: src, List: func() []Tenant { return tenants }, Owners: mapper.Owners,
-		Policy: Policy{ToleranceMiB: 64, UncountedContextMiB: 512}, Period: time.Second,
-		Clock: testclock.NewFakeClock(time.Now()), Recorder: rec, Metrics: m, KillUnlimited: kill,
-		Limited: func(pid uint32) (bool, error) { return mapper.Maps(pid, l) }}
+	g := newTestGuard(t, src, tenants, c)
+	ctx, client, r := g.ctx, g.client, g.r
+	r.KillUnlimited = kill
+	r.Limited = func(pid uint32) (bool, error) { return g.mapper.Maps(pid, l) }
 
 	kills, found := r.TickAll(ctx)
 	if len(kills) != 0 || len(found) != 1 || found[0].PID != uint32(barePID) || found[0].Killed != kill {

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	testclock "k8s.io/utils/clock/testing"
 
@@ -243,6 +244,37 @@ func onFakeDriver(t *testing.T) (*NVMLSource, string) {
 	return &NVMLSource{Lib: lib}, uuid
 }
 
+// testGuard is a Runner on the fake driver's NVML for tenants in emulated
+// containers, its Events going to a fake API server.
+type testGuard struct {
+	r      *Runner
+	mapper procmap.Mapper
+	client *fake.Clientset
+	m      *Metrics
+	ctx    context.Context
+	logger klog.Logger
+}
+
+func newTestGuard(t *testing.T, src Source, tenants []Tenant, cs ...*container) *testGuard {
+	ids := map[string]string{}
+	for _, c := range cs {
+		ids[c.podUID+"/"+c.id] = "main"
+	}
+	g := &testGuard{mapper: procmap.Mapper{Names: func(pod, id string) (string, bool) { n, ok := ids[pod+"/"+id]; return n, ok }},
+		client: fake.NewSimpleClientset(), m: NewMetrics(nil)}
+	var ctx context.Context
+	g.logger, ctx = ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	rec, stop := reschedule.Recorder(ctx, g.client, "node-1")
+	t.Cleanup(stop)
+	g.ctx = ctx
+	g.r = &Runner{Source: src, List: func() []Tenant { return tenants }, Owners: g.mapper.Owners,
+		Policy: Policy{ToleranceMiB: 64, UncountedContextMiB: 512}, Period: time.Second,
+		Clock: testclock.NewFakeClock(time.Now()), Recorder: rec, Metrics: g.m}
+	return g
+}
+
 func tamperScenario(t *testing.T, tamperWith func(shared string) string) {
 	src, uuid := onFakeDriver(t)
 	tamperer, honest := newContainer(t, uuid, 8192), newContainer(t, uuid, 4096)
@@ -253,18 +285,8 @@ func tamperScenario(t *testing.T, tamperWith func(shared string) string) {
 		{Key: tamperer.podUID + "/main", PodUID: tamperer.podUID, Namespace: "ns", Pod: "tamperer", Container: "main", UUID: uuid, Model: "Fake GPU", CapMiB: 8192},
 		{Key: honest.podUID + "/main", PodUID: honest.podUID, Namespace: "ns", Pod: "honest", Container: "main", UUID: uuid, Model: "Fake GPU", CapMiB: 4096},
 	}
-	ids := map[string]string{tamperer.podUID + "/" + tamperer.id: "main", honest.podUID + "/" + honest.id: "main"}
-	mapper := procmap.Mapper{Names: func(pod, id string) (string, bool) { n, ok := ids[pod+"/"+id]; return n, ok }}
-	logger, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	client := fake.NewSimpleClientset()
-	rec, stop := reschedule.Recorder(ctx, client, "node-1")
-	defer stop()
-	m := NewMetrics(nil)
-	r := &Runner{Source: src, List: func() []Tenant { return tenants }, Owners: mapper.Owners,
-		Policy: Policy{ToleranceMiB: 64, UncountedContextMiB: 512}, Period: time.Second,
-		Clock: testclock.NewFakeClock(time.Now()), Recorder: rec, Metrics: m}
+	g := newTestGuard(t, src, tenants, tamperer, honest)
+	logger, ctx, client, m, r := g.logger, g.ctx, g.client, g.m, g.r
 
 	if kills := r.Tick(ctx); len(kills) != 0 {
 		t.Fatalf("honest containers: the guard killed %+v", kills)

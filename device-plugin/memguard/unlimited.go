@@ -58,10 +58,7 @@ func (r *Runner) unlimited(ctx context.Context, uuid string, procs []Process, te
 		if r.KillUnlimited {
 			u.Killed = r.killUnlimited(ctx, u)
 		} else if r.reported[pr.PID] != key {
-			r.event(u, fmt.Sprintf("Process %d (host pid) of container %s runs on GPU %s (index %d) without libvcuda.so, so its compute share (%s) is not enforced "+
-				"and it can take GPU time from the GPU's other tenants. A statically linked or musl-based program, or one started through a loader of its own, does not load it: "+
-				"run the program dynamically linked against glibc. The node reports it (memoryGuard.unlimitedProcesses: report; kill ends such processes)",
-				u.PID, u.Container, u.UUID, u.Index, shareText(u.Cores)))
+			r.event(u, unlimitedMessage(u, false))
 			logger.Info("A GPU process runs without the limiter: its compute share is not enforced", "pod", klog.KRef(u.Namespace, u.Pod), "container", u.Container,
 				"pid", u.PID, "gpu", u.UUID, "cores", u.Cores)
 		}
@@ -96,10 +93,7 @@ func (r *Runner) killUnlimited(ctx context.Context, u Unlimited) bool {
 		}
 		return false
 	}
-	r.event(u, fmt.Sprintf("Killed process %d (host pid) of container %s: it ran on GPU %s (index %d) without libvcuda.so, so its compute share (%s) was not enforced "+
-		"(memoryGuard.unlimitedProcesses: kill). A statically linked or musl-based program, or one started through a loader of its own, does not load it: "+
-		"run the program dynamically linked against glibc",
-		u.PID, u.Container, u.UUID, u.Index, shareText(u.Cores)))
+	r.event(u, unlimitedMessage(u, true))
 	logger.Info("Killed a GPU process that ran without the limiter", "pod", klog.KRef(u.Namespace, u.Pod), "container", u.Container,
 		"pid", u.PID, "gpu", u.UUID, "cores", u.Cores)
 	if r.Metrics != nil {
@@ -114,6 +108,20 @@ func (r *Runner) event(u Unlimited, msg string) {
 	}
 	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: u.Namespace, Name: u.Pod, UID: types.UID(u.PodUID)}
 	r.Recorder.Event(ref, corev1.EventTypeWarning, ReasonLimiterBypassed, msg)
+}
+
+// unlimitedMessage is the Event's message about u, reported or killed.
+func unlimitedMessage(u Unlimited, killed bool) string {
+	what := fmt.Sprintf("Process %d (host pid) of container %s runs on GPU %s (index %d) without libvcuda.so, so its compute share (%s) is not enforced "+
+		"and it can take GPU time from the GPU's other tenants", u.PID, u.Container, u.UUID, u.Index, shareText(u.Cores))
+	action := "The node reports it (memoryGuard.unlimitedProcesses: report; kill ends such processes)"
+	if killed {
+		what = fmt.Sprintf("Killed process %d (host pid) of container %s: it ran on GPU %s (index %d) without libvcuda.so, so its compute share (%s) was not enforced",
+			u.PID, u.Container, u.UUID, u.Index, shareText(u.Cores))
+		action = "The node ends such processes (memoryGuard.unlimitedProcesses: kill)"
+	}
+	return what + ". A statically linked or musl-based program, or one started through a loader of its own, does not load it: " +
+		"run the program dynamically linked against glibc. " + action
 }
 
 func shareText(cores int) string {
