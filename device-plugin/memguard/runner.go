@@ -171,19 +171,7 @@ func (r *Runner) countError(uuid, what string) {
 // container (a pid freed since NVML listed it may have been reused).
 func (r *Runner) kill(ctx context.Context, k Kill) bool {
 	logger := klog.FromContext(ctx)
-	if key, ok := r.Owners(k.PID); !ok || key != k.Key {
-		logger.V(2).Info("Not killing a process that left its container since NVML listed it", "pid", k.PID, "container", k.Key)
-		return false
-	}
-	kill := r.Kill
-	if kill == nil {
-		kill = sigkill
-	}
-	if err := kill(k.PID); err != nil {
-		if !errors.Is(err, syscall.ESRCH) {
-			logger.Error(err, "Cannot kill a process over its container's GPU memory cap (the device plugin needs hostPID and CAP_KILL)", "pid", k.PID, "gpu", k.UUID, "container", k.Key)
-			r.countError(k.UUID, "kill")
-		}
+	if !r.signal(ctx, k.PID, k.Tenant, "a process over its container's GPU memory cap") {
 		return false
 	}
 	msg := fmt.Sprintf("Killed process %d (host pid) of container %s: the container held %d MiB on GPU %s (index %d), over its cap of %d MiB "+
@@ -197,6 +185,28 @@ func (r *Runner) kill(ctx context.Context, k Kill) bool {
 	}
 	if r.Metrics != nil {
 		r.Metrics.Kills.WithLabelValues(tenantValues(k.Tenant)...).Inc()
+	}
+	return true
+}
+
+// signal SIGKILLs pid (Runner.Kill) if it still runs in t's container; what
+// names the process in the log. False: not killed (gone, moved, refused).
+func (r *Runner) signal(ctx context.Context, pid uint32, t Tenant, what string) bool {
+	logger := klog.FromContext(ctx)
+	if key, ok := r.Owners(pid); !ok || key != t.Key {
+		logger.V(2).Info("Not killing a process that left its container since NVML listed it", "pid", pid, "container", t.Key)
+		return false
+	}
+	kill := r.Kill
+	if kill == nil {
+		kill = sigkill
+	}
+	if err := kill(pid); err != nil {
+		if !errors.Is(err, syscall.ESRCH) {
+			logger.Error(err, "Cannot kill "+what+" (the device plugin needs hostPID and CAP_KILL)", "pid", pid, "gpu", t.UUID, "container", t.Key)
+			r.countError(t.UUID, "kill")
+		}
+		return false
 	}
 	return true
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"syscall"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -76,21 +75,10 @@ func (r *Runner) unlimited(ctx context.Context, uuid string, procs []Process, te
 // reused since).
 func (r *Runner) killUnlimited(ctx context.Context, u Unlimited) bool {
 	logger := klog.FromContext(ctx)
-	if key, ok := r.Owners(u.PID); !ok || key != u.Key {
-		return false
-	}
 	if limited, err := r.Limited(u.PID); err != nil || limited {
 		return false
 	}
-	kill := r.Kill
-	if kill == nil {
-		kill = sigkill
-	}
-	if err := kill(u.PID); err != nil {
-		if !errors.Is(err, syscall.ESRCH) {
-			logger.Error(err, "Cannot kill a GPU process that runs without the limiter (the device plugin needs hostPID and CAP_KILL)", "pid", u.PID, "gpu", u.UUID, "container", u.Key)
-			r.countError(u.UUID, "kill")
-		}
+	if !r.signal(ctx, u.PID, u.Tenant, "a GPU process that runs without the limiter") {
 		return false
 	}
 	r.event(u, unlimitedMessage(u, true))

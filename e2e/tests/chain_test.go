@@ -73,6 +73,26 @@ func chainContainer(t *testing.T, ctx context.Context, p corev1.Pod) containerem
 	return c
 }
 
+// a30 is one running pod with a 30% share of an A100 and memMiB, in a
+// namespace of its own, with its container and the node's emulator: where a
+// test runs workloads inside a pod (ctx ends after 3 minutes).
+type a30 struct {
+	ctx context.Context
+	ns  string
+	pod corev1.Pod
+	c   containeremu.Container
+	emu *containeremu.Emulator
+}
+
+func runningA30(t *testing.T, name string, memMiB int64) a30 {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	s := a30{ctx: ctx, ns: newNamespace(t, ctx)}
+	s.pod, _ = chainRunningPod(t, ctx, s.ns, name, 1, memMiB, 30, map[string]string{api.GPUTypeIncludeKey: chainA100})
+	s.c, s.emu = chainContainer(t, ctx, s.pod), chainEmulator(t)
+	return s
+}
+
 // chainRunningPod creates a one-task Job and returns its running pod and the
 // GPUs assigned to its container.
 func chainRunningPod(t *testing.T, ctx context.Context, ns, name string, number, memMiB, cores int64, annotations map[string]string) (corev1.Pod, []api.DeviceShare) {

@@ -12,7 +12,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/volcano-vgpu/volcano-vgpu/api"
 	"github.com/volcano-vgpu/volcano-vgpu/device-plugin/memguard"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/containeremu"
 )
@@ -25,16 +24,12 @@ import (
 // GPUMemoryCapExceeded on the pod and counts the kill; the other process
 // runs on.
 func TestMemoryGuardOnTheCluster(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	ns := newNamespace(t, ctx)
-	pod, _ := chainRunningPod(t, ctx, ns, "tamper", 1, 8192, 30, map[string]string{api.GPUTypeIncludeKey: chainA100})
+	s := runningA30(t, "tamper", 8192)
+	ctx, ns, pod, c, emu := s.ctx, s.ns, s.pod, s.c, s.emu
 	name := pod.Spec.Containers[0].Name
 	if want := "containerd://" + containeremu.ContainerID(string(pod.UID), name); len(pod.Status.ContainerStatuses) == 0 || pod.Status.ContainerStatuses[0].ContainerID != want {
 		t.Fatalf("pod %s reports container statuses %+v, want %s's ID %s (the simulated kubelet's, e2e/sim/kwok-stages.yaml)", pod.Name, pod.Status.ContainerStatuses, name, want)
 	}
-	c := chainContainer(t, ctx, pod)
-	emu := chainEmulator(t)
 
 	firstCtx, stopFirst := context.WithCancel(ctx)
 	defer stopFirst()
@@ -98,12 +93,8 @@ func TestMemoryGuardOnTheCluster(t *testing.T) {
 // default): a GPULimiterBypassed Warning Event on the pod and
 // volcano_vgpu_container_unlimited_processes 1; it kills neither.
 func TestUnlimitedProcessOnTheCluster(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	ns := newNamespace(t, ctx)
-	pod, _ := chainRunningPod(t, ctx, ns, "unlimited", 1, 4096, 30, map[string]string{api.GPUTypeIncludeKey: chainA100})
-	c := chainContainer(t, ctx, pod)
-	emu := chainEmulator(t)
+	s := runningA30(t, "unlimited", 4096)
+	ctx, ns, pod, c, emu := s.ctx, s.ns, s.pod, s.c, s.emu
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -12,7 +12,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/volcano-vgpu/volcano-vgpu/api"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/cluster"
 	"github.com/volcano-vgpu/volcano-vgpu/e2e/containeremu"
 )
@@ -34,12 +33,8 @@ func containerSeries(ctx context.Context, node, pod string) (map[string]float64,
 // fake driver measured for the workload over the same half); the series go
 // when the pod does.
 func TestUsageMetrics(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	ns := newNamespace(t, ctx)
-	pod, _ := chainRunningPod(t, ctx, ns, "use", 1, 8192, 30, map[string]string{api.GPUTypeIncludeKey: chainA100})
-	c := chainContainer(t, ctx, pod)
-	emu := chainEmulator(t)
+	s := runningA30(t, "use", 8192)
+	ctx, ns, pod, c, emu := s.ctx, s.ns, s.pod, s.c, s.emu
 	const holdMiB, seconds = 2048, 6.0
 	series := func() map[string]float64 {
 		t.Helper()
