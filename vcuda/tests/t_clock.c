@@ -26,8 +26,8 @@ static uint64_t own_gpu_ns(const char *uuid)
 	return b;
 }
 
-/* GPU time per 1 ms-at-full-load kernel, and the SM clock NVML reports, over the last 200 ms
- * of 500 ms of launching: paced (a kernel, then idle gap_ms) or saturating (gap_ms < 0). */
+/* GPU time per 1 ms-at-full-load kernel over the last 200 ms of 500 ms of launching, and the
+ * SM clock NVML reports at its end: paced (a kernel, then idle gap_ms) or saturating (gap_ms < 0). */
 static void measure(const char *uuid, CUfunction f, nvmlDevice_t h, double gap_ms, double *per_kernel_ms,
 		    unsigned *mhz)
 {
@@ -48,9 +48,12 @@ static void measure(const char *uuid, CUfunction f, nvmlDevice_t h, double gap_m
 			usleep((useconds_t)(gap_ms * 1000));
 		}
 	}
+	/* The clock while the load still stands: saturating, work is queued now; read after the
+	 * sync instead, a late wake-up (a loaded machine oversleeps by ms) is idle time in the
+	 * window and the card clocks up for it (1506 MHz for 1473 seen in CI). */
+	CCHECK(nvmlDeviceGetClockInfo(h, NVML_CLOCK_SM, mhz) == NVML_SUCCESS, "nvmlDeviceGetClockInfo");
 	CCHECK(cuCtxSynchronize() == CUDA_SUCCESS, "sync");
 	*per_kernel_ms = (double)(own_gpu_ns(uuid) - b0) / 1e6 / (double)n;
-	CCHECK(nvmlDeviceGetClockInfo(h, NVML_CLOCK_SM, mhz) == NVML_SUCCESS, "nvmlDeviceGetClockInfo");
 }
 
 /* args: uuid. 1000 blocks at 1000 ns: 1 ms at the full-load clock. */
