@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,11 +18,33 @@ import (
 // What a GPU does is what the rows are for; this checks that they read it.
 func TestFakeDriverSlicing(t *testing.T) {
 	build, fake := fakeDriver(t), fakePrograms(t)
-	trace := filepath.Join(t.TempDir(), "trace")
-	out := runFakeCheck(t, build, []string{"-probe", "off", "-slicing", filepath.Join(fake, "slicing"),
-		"-use", "pytorch", "-only", "slicing", "-deadline", "2m", "-scenario-timeout", "40s", "-work", t.TempDir(), "-trace", trace},
-		"FAKEGPU_SLICE_US=2000", "FAKEGPU_SWITCH_US=170")
-	t.Logf("fake driver (2 ms slices, 170 µs switches), slicing rows:\n%s", out)
+	// The slotted launches are this machine's processes: one descheduled
+	// past its slot's start (a busy CI runner) runs into the other's slot,
+	// both contexts have work, and the engine slices them (a 0.90-fill
+	// slot read 2000 µs runs once, beside the other packages). A model
+	// that is wrong misses twice; load rarely does.
+	var misses []string
+	for attempt := 1; attempt <= 2; attempt++ {
+		trace := filepath.Join(t.TempDir(), "trace")
+		out := runFakeCheck(t, build, []string{"-probe", "off", "-slicing", filepath.Join(fake, "slicing"),
+			"-use", "pytorch", "-only", "slicing", "-deadline", "2m", "-scenario-timeout", "40s", "-work", t.TempDir(), "-trace", trace},
+			"FAKEGPU_SLICE_US=2000", "FAKEGPU_SWITCH_US=170")
+		t.Logf("fake driver (2 ms slices, 170 µs switches), slicing rows, attempt %d:\n%s", attempt, out)
+		if misses = slicingMisses(out, trace); len(misses) == 0 {
+			return
+		}
+		if attempt == 1 {
+			t.Logf("attempt 1 missed, again:\n%s", strings.Join(misses, "\n"))
+		}
+	}
+	t.Error("twice; the second time:\n" + strings.Join(misses, "\n"))
+}
+
+// slicingMisses is what the slicing rows in out, and the intervals kept in
+// trace, miss of the fake's model.
+func slicingMisses(out []byte, trace string) []string {
+	var misses []string
+	miss := func(format string, a ...any) { misses = append(misses, fmt.Sprintf(format, a...)) }
 	// Loose bounds: this machine's load delays the slotted launches and the
 	// engine's lazy timeline, not the model's slice and switch.
 	for _, tc := range []struct {
@@ -39,32 +62,33 @@ func TestFakeDriverSlicing(t *testing.T) {
 	} {
 		m := regexp.MustCompile(`(?m)^slicing +` + tc.row + ` +- +[0-9.]+\+[0-9.]+ +ok .*together ([0-9.]+)% of the GPU's time; runs (-?[0-9]+) µs .*hand-off gap (-?[0-9]+) µs .*overlapping ([0-9.]+)%`).FindSubmatch(out)
 		if m == nil {
-			t.Errorf("no measured row %q", tc.row)
+			miss("no measured row %q", tc.row)
 			continue
 		}
 		f := func(i int) float64 { v, _ := strconv.ParseFloat(string(m[i]), 64); return v }
 		if v := f(1); v < tc.together[0] || v > tc.together[1] {
-			t.Errorf("%s: together %.1f%%, want %v", tc.row, v, tc.together)
+			miss("%s: together %.1f%%, want %v", tc.row, v, tc.together)
 		}
 		if v := f(2); v < tc.run[0] || v > tc.run[1] {
-			t.Errorf("%s: runs %.0f µs, want %v", tc.row, v, tc.run)
+			miss("%s: runs %.0f µs, want %v", tc.row, v, tc.run)
 		}
 		if v := f(3); v < tc.gap[0] || v > tc.gap[1] {
-			t.Errorf("%s: hand-off gap %.0f µs, want %v", tc.row, v, tc.gap)
+			miss("%s: hand-off gap %.0f µs, want %v", tc.row, v, tc.gap)
 		}
 		if v := f(4); v > tc.overlapAtMostPct {
-			t.Errorf("%s: %.1f%% of the hand-offs overlap; the fake runs one context at a time", tc.row, v)
+			miss("%s: %.1f%% of the hand-offs overlap; the fake runs one context at a time", tc.row, v)
 		}
 	}
 	for _, bad := range []string{"ERROR", "TIMEOUT", "skipped"} {
 		if strings.Contains(string(out), bad) {
-			t.Errorf("the table reads %s", bad)
+			miss("the table reads %s", bad)
 		}
 	}
 	// each tenant's intervals kept beside the traces
 	for _, f := range []string{"slicing-back-to-back-x2.t0.txt", "slicing-back-to-back-x2.t1.txt"} {
 		if st, err := os.Stat(filepath.Join(trace, f)); err != nil || st.Size() == 0 {
-			t.Errorf("intervals %s: %v", f, err)
+			miss("intervals %s: %v", f, err)
 		}
 	}
+	return misses
 }
