@@ -76,29 +76,48 @@ static void publish(struct node *n, uint64_t allowance, double rate, uint64_t no
 	__atomic_store_n(&d->seq, s + 2, __ATOMIC_SEQ_CST);
 }
 
+/* What the container launched so far, by its vcuda.usage (opened into *fd once it exists);
+ * false until it can be read. */
+static int launched_of(const char *usage, int *fd, uint64_t *launched)
+{
+	struct vcuda_usage u;
+	if (*fd < 0)
+		*fd = open(usage, O_RDONLY);
+	if (*fd < 0 || pread(*fd, &u, sizeof(u), 0) != (ssize_t)sizeof(u) || u.magic != VCUDA_USAGE_MAGIC)
+		return 0;
+	*launched = u.dev[0].launched;
+	return 1;
+}
+
 static void *node_main(void *arg)
 {
 	struct node *n = arg;
 	double rate = n->share / NS_PER_UNIT;
 	if (n->delay_ms > 0)
 		nap_ms(n->delay_ms);
-	uint64_t allowance = 0, last = mono_ns();
-	int fd = open(n->usage, O_RDONLY); /* as the node does: from what was launched so far */
-	if (fd >= 0) {
-		struct vcuda_usage u;
-		if (read(fd, &u, sizeof(u)) == (ssize_t)sizeof(u) && u.magic == VCUDA_USAGE_MAGIC)
-			allowance = u.dev[0].launched;
-		close(fd);
-	}
+	/* As the node does (device-plugin/compute, decide.go): an idle or starved container banks
+	 * at most a quarter of the 100 ms period of its rate, a slotted one a slot period; else a
+	 * container held off the CPU (a loaded machine) would spend the backlog later, over its
+	 * share. */
+	double bank_ns = n->slot[0] ? 1000.0 * n->slot[0] : 25e6;
+	if (bank_ns < 25e6)
+		bank_ns = 25e6;
+	uint64_t allowance = 0, last = mono_ns(), launched = 0;
+	int fd = -1;
+	launched_of(n->usage, &fd, &allowance); /* as the node does: from what was launched so far */
 	for (long i = 0; n->beats < 0 || i < n->beats; i++) {
 		if (__atomic_load_n(&n->stop, __ATOMIC_ACQUIRE))
 			break;
 		uint64_t now = mono_ns();
 		allowance += (uint64_t)(rate * (double)(now - last));
+		if (launched_of(n->usage, &fd, &launched) && allowance > launched + (uint64_t)(rate * bank_ns))
+			allowance = launched + (uint64_t)(rate * bank_ns);
 		last = now;
 		publish(n, allowance, rate, now);
 		nap_ms(100);
 	}
+	if (fd >= 0)
+		close(fd);
 	return NULL;
 }
 
@@ -287,6 +306,7 @@ struct watch {
 	char usage[300];
 	uint32_t period_us, start_us, len_us;
 	uint64_t in, out; /* units seen launched inside the slot (and 1 ms after it), outside */
+	uint64_t unplaced; /* units seen after the watcher slept past 2 ms: when they came is not known */
 	int stop;         /* atomic */
 };
 
@@ -301,11 +321,12 @@ static void watch_stop(struct watch *w)
 }
 
 /* Polls the container's launched counter every 100 us and books each increase by where in the
- * slot period it was seen. */
+ * slot period it was seen. An increase seen after a poll that came over 2 ms late (a loaded
+ * machine, a sanitizer build) happened anywhere in that gap: it is counted apart, not placed. */
 static void *watch_main(void *arg)
 {
 	struct watch *w = arg;
-	uint64_t last = 0;
+	uint64_t last = 0, last_ns = 0;
 	int fd = -1;
 	while (!__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)) {
 		struct vcuda_usage u;
@@ -313,15 +334,17 @@ static void *watch_main(void *arg)
 			fd = open(w->usage, O_RDONLY);
 		if (fd >= 0 && pread(fd, &u, sizeof(u), 0) == (ssize_t)sizeof(u) &&
 		    u.magic == VCUDA_USAGE_MAGIC) {
-			uint64_t c = u.dev[0].launched, P = 1000ull * w->period_us;
-			uint64_t into = (mono_ns() % P + P - 1000ull * w->start_us) % P;
+			uint64_t c = u.dev[0].launched, P = 1000ull * w->period_us, now = mono_ns();
+			uint64_t into = (now % P + P - 1000ull * w->start_us) % P;
 			if (last && c > last) {
-				if (into < 1000ull * (w->len_us + 1000))
+				if (now - last_ns > 2000000ull)
+					w->unplaced += c - last;
+				else if (into < 1000ull * (w->len_us + 1000))
 					w->in += c - last;
 				else
 					w->out += c - last;
 			}
-			last = c;
+			last = c, last_ns = now;
 		}
 		struct timespec ts = { 0, 100000 };
 		nanosleep(&ts, NULL);
@@ -345,8 +368,9 @@ void test_node_slots(void)
 		uint64_t launched;
 		double got = run(&ct, &n, 2500, 1500, &launched);
 		double inside = w.in + w.out ? 100.0 * (double)w.in / (double)(w.in + w.out) : 0;
-		t_note("node allows 30%% in a 12 ms slot of 40: %.1f%%; %.0f%% of the launches in the slot",
-		       got, inside);
+		double unplaced = 100.0 * (double)w.unplaced / (double)(w.in + w.out + w.unplaced + !(w.in + w.out + w.unplaced));
+		t_note("node allows 30%% in a 12 ms slot of 40: %.1f%%; %.0f%% of the launches in the slot (%.0f%% not placed: the watcher late)",
+		       got, inside, unplaced);
 		int ok = fabs(got - 30) <= 3 && inside >= 90;
 		if (attempt < ATTEMPTS && !ok)
 			continue;
