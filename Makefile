@@ -202,8 +202,16 @@ gpu-bundle: limiter
 # The bundle as built runs here: run.sh says there is no GPU and exits 0; then its binary runs
 # memory, memory guard and share rows on the project's fake driver (vcuda's workload standing in for PyTorch,
 # cmd/vgpu-gpu-check/testdata/fake), which exercises dlopen, the namespaces and the controller;
-# then the mps rows with the fake MPS control daemon (e2e/cmd/fake-mps-control).
+# then the mps rows with the fake MPS control daemon (e2e/cmd/fake-mps-control). Where nvcc is
+# installed (no GPU needed) it first compiles the CUDA C programs as run.sh does, warnings as
+# errors, so a program that would not build on the GPU machine fails here.
 gpu-bundle-smoke: gpu-bundle
+	@if command -v nvcc >/dev/null 2>&1; then nv=$$(mktemp -d); trap 'rm -rf $$nv' EXIT; \
+	  for p in probe slicing; do \
+	    nvcc -O2 -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror -o $$nv/$$p $(GPU_BUNDLE)/programs/$$p.cu -lcuda || \
+	      { echo "gpu-bundle-smoke: nvcc could not build programs/$$p.cu (run.sh builds it on the GPU machine)"; exit 1; }; \
+	  done; echo "gpu-bundle-smoke: nvcc $$(nvcc --version | sed -n "s/.*release \([0-9.]*\).*/\1/p"): probe.cu and slicing.cu build"; \
+	 else echo "gpu-bundle-smoke: nvcc not found: the CUDA C programs are built on the GPU machine only (Debian: nvidia-cuda-toolkit, non-free)"; fi
 	@out=$$(cd $(GPU_BUNDLE) && ./run.sh 2>&1); rc=$$?; echo "$$out"; \
 	 [ $$rc -eq 0 ] || { echo "gpu-bundle-smoke: run.sh exited $$rc, want 0"; exit 1; }; \
 	 echo "$$out" | grep -q '^gpu-check: no NVIDIA GPU here' || \

@@ -187,6 +187,35 @@ type slicingOut struct {
 	Kernels  int64   `json:"kernels"`
 	KernelNs float64 `json:"kernel_ns"`
 	Rate     float64 `json:"rate"`
+	TimerNs  *uint64 `json:"timer_ns"` // the global timer's smallest step seen (0: it did not move); nil: not reported
+}
+
+// coarseTimerNs: a global timer stepping more coarsely than this cannot place
+// the fakes' hand-off gaps (170 µs modelled) or a 100 µs kernel.
+const coarseTimerNs = 20000
+
+// timerNote says how finely the tenants' stamps place a kernel ("" when the
+// program did not report it, as the fake driver's stand-in does not), and
+// whether that is fine enough to read runs and gaps.
+func timerNote(outs []slicingOut) (string, bool) {
+	var step uint64
+	reported, still := false, false
+	for _, o := range outs {
+		if o.TimerNs != nil {
+			reported, still = true, still || *o.TimerNs == 0
+			step = max(step, *o.TimerNs)
+		}
+	}
+	switch {
+	case !reported:
+		return "", true
+	case still:
+		return "the GPU's global timer did not move: runs and gaps are not readable", false
+	case step > coarseTimerNs:
+		return fmt.Sprintf("global timer steps %.0f µs: too coarse to read runs and gaps", float64(step)/1e3), false
+	default:
+		return fmt.Sprintf("global timer steps %d ns", step), true
+	}
 }
 
 // runSlicing runs a slicing row: its tenants together from one start line,
@@ -236,10 +265,18 @@ func (c *check) runSlicing(ctx context.Context, r row) (result, error) {
 		kernels[i] = fmt.Sprintf("%.0f", outs[i].KernelNs/1e3)
 	}
 	note := st.summary() + "; kernels " + strings.Join(kernels, "/") + " µs alone"
+	tn, readable := timerNote(outs)
+	if tn != "" {
+		note += "; " + tn
+	}
 	if ln := line.note(); ln != "" {
 		note += "; " + ln
 	}
-	return result{Target: "-", Achieved: strings.Join(ach, "+"), Status: statusOK, Note: note}, nil
+	res := result{Target: "-", Achieved: strings.Join(ach, "+"), Status: statusOK, Note: note}
+	if !readable {
+		res.Status = statusError
+	}
+	return res, nil
 }
 
 // keepIntervals copies tenant i's intervals beside the row's trace.

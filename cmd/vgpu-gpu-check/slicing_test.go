@@ -140,3 +140,26 @@ func TestReadIntervals(t *testing.T) {
 		})
 	}
 }
+
+func TestTimerNote(t *testing.T) {
+	step := func(v uint64) slicingOut { return slicingOut{TimerNs: &v} }
+	for _, tc := range []struct {
+		name     string
+		outs     []slicingOut
+		want     string
+		readable bool
+	}{
+		{"not reported (the fake driver's stand-in)", []slicingOut{{}, {}}, "", true},
+		{"nanosecond steps", []slicingOut{step(32), step(32)}, "global timer steps 32 ns", true},
+		{"the coarser tenant counts", []slicingOut{step(32), step(1000)}, "global timer steps 1000 ns", true},
+		{"a millisecond timer", []slicingOut{step(1000), step(1000000)}, "global timer steps 1000 µs: too coarse to read runs and gaps", false},
+		{"a timer that never moved", []slicingOut{step(32), step(0)}, "the GPU's global timer did not move: runs and gaps are not readable", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, readable := timerNote(tc.outs)
+			if got != tc.want || readable != tc.readable {
+				t.Errorf("timerNote = %q, %v; want %q, %v", got, readable, tc.want, tc.readable)
+			}
+		})
+	}
+}

@@ -10,9 +10,11 @@
 // time, then nothing until the next start (the queue drains by itself), as libvcuda's launch
 // slots do. Set up, it waits at the check's start line (VGPU_CHECK_READY, VGPU_CHECK_START).
 // Writes OUT: "START_NS END_NS" per kernel that ran; prints one JSON line
-//   {"kernels":N,"kernel_ns":D,"rate":R,"sms":S}
-// N kernels, D the kernel's time alone (the shortest of a calibration run), R kernels/s over the
-// second half of its span on the GPU, S the SM count.
+//   {"kernels":N,"kernel_ns":D,"rate":R,"sms":S,"timer_ns":T}
+// N kernels, D the kernel's time alone (the shortest of a calibration run, timed by CUDA events so
+// that a coarse global timer cannot spoil it), R kernels/s over the second half of its span on the
+// GPU, S the SM count, T the smallest step the global timer was seen to take (0: it did not move),
+// which bounds how finely the stamps place a kernel.
 #include <cuda_runtime.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -58,6 +60,21 @@ __global__ void stamp(u64 *t0, u64 *t1, long long cycles) {
 	}
 }
 
+// tick: the smallest step of %globaltimer one thread sees over 64 changes (~0 if it never moves)
+__global__ void tick(u64 *out) {
+	u64 prev, t, best = ~0ull;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(prev));
+	for (int changes = 0, spins = 0; changes < 64 && spins < (1 << 24); spins++) {
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+		if (t != prev) {
+			if (t - prev < best) best = t - prev;
+			prev = t;
+			changes++;
+		}
+	}
+	*out = best;
+}
+
 static int check(cudaError_t e, const char *what) {
 	if (e == cudaSuccess) return 0;
 	fprintf(stderr, "slicing: %s: %s\n", what, cudaGetErrorString(e));
@@ -82,15 +99,41 @@ static int fetch(struct stamps *s, long n) {
 	       check(cudaMemcpy(s->h1, s->d1, n * sizeof(u64), cudaMemcpyDeviceToHost), "cudaMemcpy");
 }
 
-// shortest runs n kernels of cycles alone and returns the shortest one's time (0 on error)
+// shortest runs n kernels of cycles one at a time and returns the shortest one's time by CUDA
+// events (0 on error)
 static u64 shortest(struct stamps *s, int sms, long long cycles, long n) {
-	if (reset(s)) return 0;
-	for (long i = 0; i < n; i++) stamp<<<sms, 128>>>(s->d0 + i, s->d1 + i, cycles);
-	if (check(cudaGetLastError(), "launch") || fetch(s, n)) return 0;
-	u64 best = ~0ull;
-	for (long i = 0; i < n; i++)
-		if (s->h1[i] > s->h0[i] && s->h1[i] - s->h0[i] < best) best = s->h1[i] - s->h0[i];
-	return best == ~0ull ? 0 : best;
+	cudaEvent_t a, b;
+	if (check(cudaEventCreate(&a), "cudaEventCreate")) return 0;
+	if (check(cudaEventCreate(&b), "cudaEventCreate")) {
+		cudaEventDestroy(a);
+		return 0;
+	}
+	float best = 0;
+	for (long i = 0; i < n; i++) {
+		float ms = 0;
+		if (check(cudaEventRecord(a, 0), "cudaEventRecord")) break;
+		stamp<<<sms, 128>>>(s->d0, s->d1, cycles);
+		if (check(cudaGetLastError(), "launch") || check(cudaEventRecord(b, 0), "cudaEventRecord") ||
+		    check(cudaEventSynchronize(b), "kernel") || check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime")) {
+			best = 0;
+			break;
+		}
+		if (ms > 0 && (best == 0 || ms < best)) best = ms;
+	}
+	cudaEventDestroy(a);
+	cudaEventDestroy(b);
+	if (best == 0) fprintf(stderr, "slicing: calibration: no kernel time measured\n");
+	return (u64)((double)best * 1e6);
+}
+
+// timer_step: tick's figure (0: the timer did not move; ~0ull on error)
+static u64 timer_step(struct stamps *s) {
+	u64 step = 0;
+	tick<<<1, 1>>>(s->d0);
+	if (check(cudaGetLastError(), "launch") || check(cudaDeviceSynchronize(), "timer") ||
+	    check(cudaMemcpy(&step, s->d0, sizeof step, cudaMemcpyDeviceToHost), "cudaMemcpy"))
+		return ~0ull;
+	return step == ~0ull ? 0 : step;
 }
 
 int main(int argc, char **argv) {
@@ -134,7 +177,8 @@ int main(int argc, char **argv) {
 	cycles = (long long)((double)cycles * 100000.0 / (double)d);
 	if (cycles < 1000) cycles = 1000;
 	u64 kernel = shortest(&s, sms, cycles, 64);
-	if (!kernel || reset(&s)) return 1;
+	u64 timer = timer_step(&s);
+	if (!kernel || timer == ~0ull || reset(&s)) return 1;
 	long per = slotted ? (long)(fill * (double)len / (double)kernel) : 0;
 	if (slotted && per < 1) per = 1;
 
@@ -177,6 +221,7 @@ int main(int argc, char **argv) {
 	for (long i = 0; i < n; i++)
 		if (s.h1[i] > mid) half++;
 	double rate = last > mid ? half / ((double)(last - mid) / 1e9) : 0;
-	printf("{\"kernels\":%ld,\"kernel_ns\":%llu,\"rate\":%f,\"sms\":%d}\n", n, kernel, rate, sms);
+	printf("{\"kernels\":%ld,\"kernel_ns\":%llu,\"rate\":%f,\"sms\":%d,\"timer_ns\":%llu}\n", n, kernel, rate, sms,
+	       timer);
 	return 0;
 }
