@@ -20,7 +20,7 @@ const lateDelayUs = 200000
 // TestClosedLoopLateSamples runs part of the suite again with the device
 // samples 200 ms late. With them 200 ms late the loop of 2026-11-26 missed
 // every case here (30 + 60 -> 22.3 + 44.4, one container's mean absolute
-// error 19.4 points; docs/limiter.md). A real H200 delivered them 1-18 ms
+// error 19.4 points; docs/limiter-fakes.md). A real H200 delivered them 1-18 ms
 // late (medians per row; largest 104 ms): a margin.
 func TestClosedLoopLateSamples(t *testing.T) {
 	rerun(t, "FAKEGPU_SAMPLE_DELAY_US", []string{fmt.Sprintf("FAKEGPU_SAMPLE_DELAY_US=%d", lateDelayUs)},

@@ -18,7 +18,7 @@ import (
 // launch slots). Mixes of different programs
 // should split early; one program's pairs should not split at all (a false
 // split moves the GPU between them). An experiment, not a check:
-// docs/limiter.md quotes it.
+// docs/limiter-history.md quotes it.
 func TestSimSplitSweep(t *testing.T) {
 	if os.Getenv("SIM_SWEEP") == "" {
 		t.Skip("SIM_SWEEP=1: an experiment, not a check")
