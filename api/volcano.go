@@ -149,8 +149,9 @@ func ParseGPUMode(key string, v GPUMode) (GPUMode, error) {
 
 // ParseVolcanoMode reads a value of VolcanoModeKey found under key.
 func ParseVolcanoMode(key, v string) (GPUMode, error) {
-	names := make([]string, len(volcanoModes()))
-	for i, m := range volcanoModes() {
+	modes := volcanoModes()
+	names := make([]string, len(modes))
+	for i, m := range modes {
 		if strings.EqualFold(m.volcano, strings.TrimSpace(v)) {
 			return m.mode, nil
 		}

@@ -20,16 +20,6 @@ func (p *Plugin) migManager() gpu.MIGManager {
 	return m
 }
 
-// migGeometry is the geometry of GPU uuid's MIG state ("" outside mode mig).
-func (p *Plugin) migGeometry(uuid string) api.MIGGeometry {
-	p.migMu.RLock()
-	defer p.migMu.RUnlock()
-	if m := p.mig[uuid]; m != nil {
-		return m.Geometry
-	}
-	return ""
-}
-
 // serveMIG hands every MIG device of rec its instance and returns the
 // devices with the MIG device UUID of each filled in (a copy: rec.Devices
 // is the assignment's). The instance is the one at the assigned placement

@@ -65,7 +65,6 @@ type Plugin struct {
 	opts     Options
 	resource corev1.ResourceName
 	store    containerdir.Store
-	preload  string       // host path of the shared ld.so.preload file
 	specs    cdi.Specs    // the plugin's own CDI specs (CDI mode)
 	devices  []gpu.Device // with those NVML could not describe now (Failure)
 	// described is the last full description of every GPU, kept in the

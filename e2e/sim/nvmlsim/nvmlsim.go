@@ -30,9 +30,8 @@ type Sim struct {
 	node    simconfig.Node
 	devices []*mock.Device
 
-	mu     sync.Mutex
-	sets   []*eventSet
-	closed bool
+	mu   sync.Mutex
+	sets []*eventSet
 	// per GPU (by position): lost answers ERROR_GPU_IS_LOST to every call,
 	// remapPending reports a row remapping that waits for a GPU reset
 	lost, remapPending []bool
