@@ -90,8 +90,10 @@ func TestRunSh(t *testing.T) {
 		want     []string
 		notWant  []string
 	}{
+		// NVML's reason depends on the machine: ERROR_LIBRARY_NOT_FOUND without the
+		// driver's libraries, "Driver Not Loaded" where a CUDA toolkit installed them
 		{name: "no GPU: run.sh and the check both say so and exit 0", wantCode: 0, want: []string{
-			"run.sh: no NVIDIA GPU here", "gpu-check: no NVIDIA GPU here (NVML: ERROR_LIBRARY_NOT_FOUND)"}},
+			"run.sh: no NVIDIA GPU here", "gpu-check: no NVIDIA GPU here (NVML: "}},
 		{name: "flags are read before looking for a GPU", args: []string{"--deadline=4m", "--only", "memory", "--use", "probe"}, wantCode: 0,
 			want: []string{"run.sh: no NVIDIA GPU here"}},
 		{name: "--plan prints the rows the flags select, GPU or not", args: []string{"--plan", "--only", "triple", "--seconds", "20"}, wantCode: 0,
