@@ -206,13 +206,19 @@ func alive(pid int) bool {
 func TestTamperedContainerIsCaught(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		tamper func(shared string) string // shell, run in the container before it allocates
+		tamper func(c *container) string // the second process's shell: it takes 8192 MiB more
 	}{
-		{"removes the shared accounting files", func(shared string) string {
-			return fmt.Sprintf("rm %[1]s/vcuda.region %[1]s/vcuda.slots", shared)
+		{"removes the shared accounting files", func(c *container) string {
+			return fmt.Sprintf("rm %[1]s/vcuda.region %[1]s/vcuda.slots && ", c.shared) + c.hold(8192)
 		}},
-		{"zeroes the mapped region", func(shared string) string {
-			return fmt.Sprintf("f=%s/vcuda.region && head -c $(stat -c %%s $f) /dev/zero | dd of=$f conv=notrunc status=none", shared)
+		{"zeroes the mapped region", func(c *container) string {
+			return fmt.Sprintf("f=%s/vcuda.region && head -c $(stat -c %%s $f) /dev/zero | dd of=$f conv=notrunc status=none && ", c.shared) + c.hold(8192)
+		}},
+		// libvcuda loaded, but the memory taken through the driver's own copy in
+		// another link-map namespace (dlmopen), which libvcuda never sees
+		{"allocates through a driver loaded with dlmopen", func(c *container) string {
+			lib, _ := filepath.Abs(filepath.Join(build, "libnsdriver.so"))
+			return c.hold(8192) + " --hold-via " + lib
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tamperScenario(t, tc.tamper) })
@@ -231,7 +237,7 @@ func onFakeDriver(t *testing.T) (*NVMLSource, string) {
 			t.Skipf("no cgroup v1 pids hierarchy: %v", err)
 		}
 	}
-	for _, f := range []string{"libvcuda.so", "workload", "fake/libnvidia-ml.so.1"} {
+	for _, f := range []string{"libvcuda.so", "workload", "libnsdriver.so", "fake/libnvidia-ml.so.1"} {
 		if _, err := os.Stat(filepath.Join(build, f)); err != nil {
 			t.Fatalf("limiter build missing %s: run make -C vcuda: %v", f, err)
 		}
@@ -275,7 +281,7 @@ func newTestGuard(t *testing.T, src Source, tenants []Tenant, cs ...*container) 
 	return g
 }
 
-func tamperScenario(t *testing.T, tamperWith func(shared string) string) {
+func tamperScenario(t *testing.T, tamperWith func(c *container) string) {
 	src, uuid := onFakeDriver(t)
 	tamperer, honest := newContainer(t, uuid, 8192), newContainer(t, uuid, 4096)
 	honestPID := honest.start(honest.hold(4000))
@@ -291,10 +297,9 @@ func tamperScenario(t *testing.T, tamperWith func(shared string) string) {
 	if kills := r.Tick(ctx); len(kills) != 0 {
 		t.Fatalf("honest containers: the guard killed %+v", kills)
 	}
-	// The tamperer's second process removes the container's accounting
-	// files, so libvcuda books from zero again, and takes a whole cap more.
-	tamper := tamperWith(tamperer.shared) + " && " + tamperer.hold(8192)
-	cmd, tamperPID := tamperer.exec(tamper)
+	// The tamperer's second process gets around libvcuda's accounting and
+	// takes a whole cap more.
+	cmd, tamperPID := tamperer.exec(tamperWith(tamperer))
 	held := map[uint32]uint64{}
 	procs, err := src.Running(uuid)
 	if err != nil {

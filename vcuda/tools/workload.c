@@ -60,7 +60,12 @@
  *                       $VCUDA_SHARED_DIR, as a tenant may (the directory is writable in the
  *                       container): libvcuda then books this process from zero, so the
  *                       container can hold more than its cap until the node's memory guard acts
+ *   --hold-via LIB      take --hold-mib through LIB (libnsdriver.so, tools/nsdriver.c) loaded with
+ *                       dlmopen into a new link-map namespace, where it reaches its own copy of
+ *                       the driver and not libvcuda: the cap does not hold it, the node's memory
+ *                       guard must; the rest runs as usual, with libvcuda
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,6 +151,8 @@ static int parse(int argc, char **argv, struct opts *o)
 			o->stamps = v;
 		else if (strcmp(a, "--unlink-shared") == 0)
 			o->unlink_shared = atoi(v);
+		else if (strcmp(a, "--hold-via") == 0)
+			o->hold_via = v;
 		else if (strcmp(a, "--slot") == 0) {
 			if (parse_slot(v, &o->slot) != 0)
 				return -1;
@@ -361,7 +368,18 @@ int main(int argc, char **argv)
 	    (rc = cuCtxCreate_v2(&ctx, 0, dev)) != CUDA_SUCCESS)
 		return fail("cuCtxCreate", rc);
 	CUdeviceptr held = 0;
-	if (o.hold_mib) {
+	if (o.hold_mib && o.hold_via) {
+		void *lib = dlmopen(LM_ID_NEWLM, o.hold_via, RTLD_NOW | RTLD_LOCAL);
+		int (*hold)(int, unsigned long long) = lib ? (int (*)(int, unsigned long long))dlsym(lib, "nsdriver_hold") : NULL;
+		if (!hold) {
+			printf("{\"ok\":false,\"error\":\"--hold-via %s: %s\"}\n", o.hold_via, dlerror());
+			return 1;
+		}
+		if ((rc = hold(o.device, o.hold_mib)) != CUDA_SUCCESS)
+			return fail("cuMemAlloc (--hold-via)", rc);
+		fprintf(stderr, "workload: holding %llu MiB through another namespace's driver\n", o.hold_mib);
+		fflush(stderr);
+	} else if (o.hold_mib) {
 		if ((rc = cuMemAlloc_v2(&held, o.hold_mib * MIB)) != CUDA_SUCCESS)
 			return fail("cuMemAlloc (--hold-mib)", rc);
 		fprintf(stderr, "workload: holding %llu MiB\n", o.hold_mib);

@@ -27,6 +27,7 @@ struct opts {
 	unsigned long long ns_per_block, memset_kib;
 	double duty;
 	const char *stamps; /* --stamps FILE, NULL: not set */
+	const char *hold_via; /* --hold-via LIB, NULL: not set */
 	struct slot_opt slot;
 	int unlink_shared; /* --unlink-shared 1: a tenant tampering with libvcuda's files */
 };
