@@ -188,6 +188,19 @@ type slicingOut struct {
 	KernelNs float64 `json:"kernel_ns"`
 	Rate     float64 `json:"rate"`
 	TimerNs  *uint64 `json:"timer_ns"` // the global timer's smallest step seen (0: it did not move); nil: not reported
+	RT       *bool   `json:"rt"`       // a slotted tenant launched at real-time priority; nil: no slot
+}
+
+// priorityNote is the caveat of a slotted row whose launches did not run at
+// real-time priority: the host's scheduler may wake one late into the
+// other's slot, which the row then reads as the GPU slicing them.
+func priorityNote(outs []slicingOut) string {
+	for _, o := range outs {
+		if o.RT != nil && !*o.RT {
+			return "slot launches at normal priority (no SCHED_FIFO: not root?): one woken late slices the pair"
+		}
+	}
+	return ""
 }
 
 // coarseTimerNs: a global timer stepping more coarsely than this cannot place
@@ -266,8 +279,10 @@ func (c *check) runSlicing(ctx context.Context, r row) (result, error) {
 	}
 	note := st.summary() + "; kernels " + strings.Join(kernels, "/") + " µs alone"
 	tn, readable := timerNote(outs)
-	if tn != "" {
-		note += "; " + tn
+	for _, n := range []string{tn, priorityNote(outs)} {
+		if n != "" {
+			note += "; " + n
+		}
 	}
 	if ln := line.note(); ln != "" {
 		note += "; " + ln

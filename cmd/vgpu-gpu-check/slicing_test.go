@@ -163,3 +163,22 @@ func TestTimerNote(t *testing.T) {
 		})
 	}
 }
+
+func TestPriorityNote(t *testing.T) {
+	yes, no := true, false
+	for _, tc := range []struct {
+		name string
+		outs []slicingOut
+		want string
+	}{
+		{"back to back: no slot, nothing to say", []slicingOut{{}, {}}, ""},
+		{"both real-time", []slicingOut{{RT: &yes}, {RT: &yes}}, ""},
+		{"one at normal priority", []slicingOut{{RT: &yes}, {RT: &no}}, "slot launches at normal priority (no SCHED_FIFO: not root?): one woken late slices the pair"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := priorityNote(tc.outs); got != tc.want {
+				t.Errorf("priorityNote = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -77,6 +77,9 @@ type Summary struct {
 	// KernelNs: one kernel's GPU time on the fake driver at full load
 	// (null without it)
 	KernelNs *int64 `json:"kernel_ns"`
+	// RT: with --slot, whether its launches ran at real-time priority
+	// (null without a slot)
+	RT *bool `json:"rt"`
 }
 
 // AllocatableMiB is how much the workload could hold in all: held plus

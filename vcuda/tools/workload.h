@@ -63,6 +63,7 @@ struct run {
 	CUdeviceptr buf;
 	uint64_t kernel_ns;          /* one kernel at full load on the fake; 0 elsewhere */
 	unsigned long long per_slot; /* --slot: launches at each slot start */
+	int rt;                      /* --slot: 1 when the launches run at real-time priority */
 	uint64_t slot_at;            /* --slot: the next slot start, CLOCK_MONOTONIC ns */
 	uint64_t dstart, dt;         /* --duty: busy time and clock when the current block began */
 	struct stamps st;

@@ -57,6 +57,6 @@ elif mode == "slicing":  # the slicing program (programs/slicing.cu): SECS OUT [
         args += ["--slot", ",".join(sys.argv[4:8])]
     start_line()
     r = workload(*args)
-    out(kernels=r["launches"], kernel_ns=r["kernel_ns"], rate=r["half_launches"] / max(r["half_seconds"], 1e-9))
+    out(kernels=r["launches"], kernel_ns=r["kernel_ns"], rate=r["half_launches"] / max(r["half_seconds"], 1e-9), rt=r["rt"])
 else:
     sys.exit("fake torch_check.py: mode %r is not modelled" % mode)
