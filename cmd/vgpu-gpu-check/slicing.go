@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -75,7 +76,12 @@ type sliceStats struct {
 	RunsPerS []float64 // per tenant: runs a second
 	Run      quantiles // run lengths, µs (the runs that both began and ended in the window)
 	Gap      quantiles // hand-off gaps, µs: the next run's start less the last run's end
-	Overlap  float64   // of the hand-offs, those whose next run began before the last one's end (a kernel preempted, or running beside another's)
+	Overlap  float64   // of the hand-offs, those whose next run began before the last one's end (two contexts' kernels at once)
+	// Preempted: of the hand-offs, those that cut a kernel mid-way (its
+	// interval spans the other's run: an H200 preempted one at every slice's
+	// end, 2026-11-29); such a kernel is split into what it ran before and
+	// after (splitPreempted)
+	Preempted float64
 }
 
 type quantiles struct{ P10, P50, P90 float64 }
@@ -118,6 +124,38 @@ func analyze(tenants [][]interval) (sliceStats, error) {
 	}
 	lo += (hi - lo) / 2
 	sort.Slice(all, func(a, b int) bool { return all[a].start < all[b].start })
+	alone := make([]uint64, len(tenants))
+	for i, iv := range tenants {
+		alone[i] = medianKernel(iv)
+	}
+	// A kernel during which another tenant's kernels began was preempted at
+	// a slice's end and resumed after the other's run: it ran its first
+	// part up to the other's first start (at most a kernel's time alone)
+	// and the rest at its end.
+	preempted := 0
+	var split []tagged
+	for i, k := range all {
+		first := uint64(0)
+		for j := i + 1; j < len(all) && all[j].start < k.end; j++ {
+			if all[j].tenant != k.tenant {
+				first = all[j].start
+				break
+			}
+		}
+		d := alone[k.tenant]
+		if first == 0 || k.end-k.start <= d+d/2 {
+			split = append(split, k)
+			continue
+		}
+		if k.end > lo && k.start < hi {
+			preempted++
+		}
+		a := min(first, k.start+d)
+		b := max(k.end-(d-min(d, a-k.start)), a)
+		split = append(split, tagged{interval{k.start, a}, k.tenant}, tagged{interval{b, k.end}, k.tenant})
+	}
+	all = split
+	sort.Slice(all, func(a, b int) bool { return all[a].start < all[b].start })
 	var runs []gpuRun
 	for _, k := range all {
 		if k.end <= lo || k.start >= hi {
@@ -153,8 +191,20 @@ func analyze(tenants [][]interval) (sliceStats, error) {
 	st.Run, st.Gap = quantilesOf(lens), quantilesOf(gaps)
 	if len(gaps) > 0 {
 		st.Overlap = float64(overlaps) / float64(len(gaps))
+		st.Preempted = min(float64(preempted)/float64(len(gaps)), 1)
 	}
 	return st, nil
+}
+
+// medianKernel is the median length of a tenant's kernels: its kernel's time
+// alone, most of them not preempted.
+func medianKernel(iv []interval) uint64 {
+	d := make([]uint64, len(iv))
+	for i, k := range iv {
+		d[i] = k.end - k.start
+	}
+	slices.Sort(d)
+	return d[len(d)/2]
 }
 
 // summary is the row's note: runs, hand-offs, what the tenants held together.
@@ -167,8 +217,9 @@ func (s sliceStats) summary() string {
 	for i, v := range s.RunsPerS {
 		runs[i] = fmt.Sprintf("%.0f", v)
 	}
-	return fmt.Sprintf("together %.1f%% of the GPU's time; runs %.0f µs (p10 %.0f, p90 %.0f), %s a second; hand-off gap %.0f µs (p10 %.0f, p90 %.0f), overlapping %.1f%%; over %s",
-		100*together, s.Run.P50, s.Run.P10, s.Run.P90, strings.Join(runs, "+"), s.Gap.P50, s.Gap.P10, s.Gap.P90, 100*s.Overlap, s.Window.Round(time.Millisecond))
+	return fmt.Sprintf("together %.1f%% of the GPU's time; runs %.0f µs (p10 %.0f, p90 %.0f), %s a second; hand-off gap %.0f µs (p10 %.0f, p90 %.0f), overlapping %.1f%%, a kernel preempted at %.0f%%; over %s",
+		100*together, s.Run.P50, s.Run.P10, s.Run.P90, strings.Join(runs, "+"), s.Gap.P50, s.Gap.P10, s.Gap.P90, 100*s.Overlap, 100*s.Preempted,
+		s.Window.Round(time.Millisecond))
 }
 
 // slot is a slicing tenant's launch slot (slicing.cu's PERIOD_US START_US
@@ -189,6 +240,7 @@ type slicingOut struct {
 	Rate     float64 `json:"rate"`
 	TimerNs  *uint64 `json:"timer_ns"` // the global timer's smallest step seen (0: it did not move); nil: not reported
 	RT       *bool   `json:"rt"`       // a slotted tenant launched at real-time priority; nil: no slot
+	RTErr    int     `json:"rt_err"`   // why real-time priority was refused (errno; 0: not said)
 }
 
 // priorityNote is the caveat of a slotted row whose launches did not run at
@@ -197,7 +249,11 @@ type slicingOut struct {
 func priorityNote(outs []slicingOut) string {
 	for _, o := range outs {
 		if o.RT != nil && !*o.RT {
-			return "slot launches at normal priority (no SCHED_FIFO: not root?): one woken late slices the pair"
+			why := "refused"
+			if o.RTErr != 0 {
+				why += ": " + syscall.Errno(o.RTErr).Error()
+			}
+			return "slot launches at normal priority (SCHED_FIFO " + why + "): one woken late slices the pair"
 		}
 	}
 	return ""

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -43,6 +44,40 @@ func slotted(p uint64, fill float64, k, total uint64) [][]interval {
 	return ts
 }
 
+// cutSlices: two tenants taking turns of slice ns with a switch of sw ns, as
+// an H200 runs them (2026-11-29): a turn ends mid-kernel (compute
+// preemption), and the kernel, recorded from its start to its end, resumes
+// at the tenant's next turn. Kernels of k ns, the first cut after done ns.
+func cutSlices(slice, sw, k, done, total uint64) [][]interval {
+	ts := make([][]interval, 2)
+	rest := []uint64{0, 0} // what each one's cut kernel has left
+	open := []int{-1, -1}  // its index
+	i := 0
+	for t := uint64(0); t+slice <= total; t += slice + sw {
+		at, end := t, t+slice
+		if open[i] >= 0 {
+			at += rest[i]
+			ts[i][open[i]].end = at
+			open[i] = -1
+		}
+		for at+k <= end {
+			ts[i] = append(ts[i], interval{at, at + k})
+			at += k
+		}
+		// cut mid-kernel: done of it now (or what the turn leaves), the rest later
+		ran := min(done, end-at)
+		ts[i] = append(ts[i], interval{at, 0})
+		open[i], rest[i] = len(ts[i])-1, k-ran
+		i = 1 - i
+	}
+	for i := range ts {
+		if open[i] >= 0 {
+			ts[i] = ts[i][:open[i]]
+		}
+	}
+	return ts
+}
+
 func near(got, want, tol float64) bool { return math.Abs(got-want) <= tol }
 
 func TestAnalyze(t *testing.T) {
@@ -59,13 +94,22 @@ func TestAnalyze(t *testing.T) {
 		share           []float64 // of the GPU's time, each
 		run, gap, runsS float64   // medians (µs) and tenant 0's runs a second
 		overlap         float64
+		preempted       float64
+		// within (µs, 0: a fiftieth of the run and 10 µs of the gap): a cut
+		// kernel's two parts are placed to within a kernel's time (when in
+		// it the cut came is not recorded)
+		within float64
 	}{
 		{name: "time slices of 2 ms with 170 µs switches (the fakes' H200)", tenants: sliced(2000*us, 170*us, 100*us, 1000000*us),
 			share: []float64{0.461, 0.461}, run: 2000, gap: 170, runsS: 230.4},
 		{name: "slots filled to 90%: a drained queue before each hand-off", tenants: slotted(40000*us, 0.9, 100*us, 1000000*us),
 			share: []float64{0.45, 0.45}, run: 18000, gap: 2000, runsS: 25},
-		{name: "a kernel preempted across the other's turn: an overlap, its time not counted twice", tenants: preempted,
-			share: []float64{0.461, 0.461}, run: 2000, gap: 170, runsS: 230.4, overlap: 0.1},
+		{name: "a kernel preempted across the other's turn: split, its time not counted twice", tenants: preempted,
+			share: []float64{0.461, 0.461}, run: 2000, gap: 170, runsS: 230.4, preempted: 0.1},
+		// the H200's: runs read 2261 µs, gaps -2258 µs, 100% overlapping,
+		// together 100%, before preempted kernels were split
+		{name: "every turn cut mid-kernel (an H200)", tenants: cutSlices(2100*us, 180*us, 94*us, 40*us, 1000000*us),
+			share: []float64{0.460, 0.460}, run: 2100, gap: 180, runsS: 219, preempted: 1, within: 94},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, err := analyze(tc.tenants)
@@ -77,14 +121,18 @@ func TestAnalyze(t *testing.T) {
 					t.Errorf("tenant %d share %.3f, want %.3f", i, st.Share[i], w)
 				}
 			}
-			if !near(st.Run.P50, tc.run, tc.run/50) || !near(st.Gap.P50, tc.gap, 10) {
+			runTol, gapTol := tc.run/50, 10.0
+			if tc.within > 0 {
+				runTol, gapTol = tc.within, tc.within
+			}
+			if !near(st.Run.P50, tc.run, runTol) || !near(st.Gap.P50, tc.gap, gapTol) {
 				t.Errorf("run %.0f µs, gap %.0f µs; want %.0f, %.0f", st.Run.P50, st.Gap.P50, tc.run, tc.gap)
 			}
 			if !near(st.RunsPerS[0], tc.runsS, tc.runsS/20) {
 				t.Errorf("tenant 0: %.1f runs a second, want %.1f", st.RunsPerS[0], tc.runsS)
 			}
-			if !near(st.Overlap, tc.overlap, 0.02) {
-				t.Errorf("overlap %.3f, want %.3f", st.Overlap, tc.overlap)
+			if !near(st.Overlap, tc.overlap, 0.02) || !near(st.Preempted, tc.preempted, 0.02) {
+				t.Errorf("overlap %.3f, preempted %.3f; want %.3f, %.3f", st.Overlap, st.Preempted, tc.overlap, tc.preempted)
 			}
 			if s := st.summary(); !strings.Contains(s, "of the GPU's time") {
 				t.Errorf("summary %q", s)
@@ -173,7 +221,8 @@ func TestPriorityNote(t *testing.T) {
 	}{
 		{"back to back: no slot, nothing to say", []slicingOut{{}, {}}, ""},
 		{"both real-time", []slicingOut{{RT: &yes}, {RT: &yes}}, ""},
-		{"one at normal priority", []slicingOut{{RT: &yes}, {RT: &no}}, "slot launches at normal priority (no SCHED_FIFO: not root?): one woken late slices the pair"},
+		{"one at normal priority", []slicingOut{{RT: &yes}, {RT: &no}}, "slot launches at normal priority (SCHED_FIFO refused): one woken late slices the pair"},
+		{"refused with its reason", []slicingOut{{RT: &no, RTErr: int(syscall.EPERM)}, {RT: &yes}}, "slot launches at normal priority (SCHED_FIFO refused: operation not permitted): one woken late slices the pair"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := priorityNote(tc.outs); got != tc.want {

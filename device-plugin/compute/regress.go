@@ -28,7 +28,6 @@ const (
 	regressApart  = 0.05 // and by how much, relative: closer, tenants share the pooled cost (exact for one program)
 	regressNoise  = 0.01 // of a window: the busy time's noise, at least (whole percents, queues)
 	regressSliver = 0.5  // of the pooled cost: a poorly determined cost whose upper bound stands below it is a sliver's
-	regressFar    = 4.0  // costs this far apart (ratio) may be split by the drained rows alone (see regress)
 	regressOver   = 1.5  // of the windows' busy time: more, and a tenant's cost says it ran longer than the GPU was busy (see fitRows)
 )
 
@@ -62,16 +61,17 @@ const (
 // those determine them: on the fake driver clocked as an H200 the windows
 // as seen read a cheap tenant's cost 7% low beside a dear one's 6% high
 // (32.3 + 55.5 of the GPU for 30 + 60). The split itself stands on the
-// windows as seen, as before, or on the drained rows alone where they put
-// the costs at least regressFar apart: they tell an 8x-apart pair apart
-// seconds sooner (their noise is a fraction of the windows'), while a
-// joined row holds a queue's worth of error where a run began with work
-// queued, weighs as much as its windows together, and split one program's
-// 45 + 45 at 191 against 57 ns per unit (3.3 apart, simulated, 150 ms
-// late). Simulated sweep (TestSimSplitSweep, 36 runs a mix, 40 us
-// switches): a cheap 30 beside a dear 60 split at 5.19 s on average, the
-// last at 6.62 s (was 6.06 and 9.00), misses 1 (was 2); dear 30 + cheap 60
-// 0 (was 3); no one-program pair split that did not before.
+// windows as seen alone. The drained rows split an 8x-apart pair seconds
+// sooner where they put the costs 4 times apart (simulated), and were
+// trusted alone for that until a real H200 (2026-11-29): two PyTorch
+// tenants of one program at 30 + 60 whose GPU swung in and out of
+// saturation (every 0.8 s a window 64-71% busy, the 60 launching a
+// quarter less; the 30 held at its rate throughout) had their drained rows put them 7 times apart
+// (2649 and 381 ns per unit) while the windows as seen said nothing, and
+// they got 25.3 + 66.0. The recorded windows replayed through the
+// controller split them so (TestReplayH200); with the split on the windows
+// alone they stay one program, and PyTorch beside the elementwise probe
+// still splits in the same period (about 4000 times apart).
 func (e *estimator) regress(keys []string) (costs map[string]float64, apart bool) {
 	var rows []observation
 	saturated := false
@@ -87,14 +87,10 @@ func (e *estimator) regress(keys []string) (costs map[string]float64, apart bool
 		_, apart = fitRows(keys, phaseMeans(rows), rows)
 	}
 	d := drained(rows)
-	dc, dApart := fitRows(keys, d, d)
-	if dApart && anySaturated(d) {
-		_, dApart = fitRows(keys, phaseMeans(d), d)
-	}
-	if dc != nil {
+	if dc, _ := fitRows(keys, d, d); dc != nil {
 		costs = dc
 	}
-	return costs, apart || dApart && spread(dc) >= regressFar
+	return costs, apart
 }
 
 // fitRows fits the costs over rows, the busy time's noise read from the
@@ -298,25 +294,6 @@ func phaseMeans(rows []observation) []observation {
 		}
 	}
 	return out
-}
-
-// anySaturated says whether any of rows is a saturated window.
-func anySaturated(rows []observation) bool {
-	for _, o := range rows {
-		if o.saturated {
-			return true
-		}
-	}
-	return false
-}
-
-// spread is the ratio of the largest cost to the smallest.
-func spread(costs map[string]float64) float64 {
-	lo, hi := math.Inf(1), 0.0
-	for _, c := range costs {
-		lo, hi = min(lo, c), max(hi, c)
-	}
-	return hi / lo
 }
 
 // drained returns rows with each run of saturated windows joined to the

@@ -10,7 +10,8 @@
 // time, then nothing until the next start (the queue drains by itself), as libvcuda's launch
 // slots do. Set up, it waits at the check's start line (VGPU_CHECK_READY, VGPU_CHECK_START).
 // Writes OUT: "START_NS END_NS" per kernel that ran; prints one JSON line
-//   {"kernels":N,"kernel_ns":D,"rate":R,"sms":S,"timer_ns":T,"rt":B}
+//   {"kernels":N,"kernel_ns":D,"rate":R,"sms":S,"timer_ns":T,"rt":B,"rt_err":E}
+// (rt_err: why SCHED_FIFO was refused, errno as a number; 0 where granted or not asked)
 // N kernels, D the kernel's time alone (the shortest of a calibration run, timed by CUDA events so
 // that a coarse global timer cannot spoil it), R kernels/s over the second half of its span on the
 // GPU, S the SM count, T the smallest step the global timer was seen to take (0: it did not move),
@@ -185,12 +186,13 @@ int main(int argc, char **argv) {
 	long per = slotted ? (long)(fill * (double)len / (double)kernel) : 0;
 	if (slotted && per < 1) per = 1;
 
-	int rt = 0;
+	int rt = 0, rt_err = 0;
 	if (slotted) {
 		struct sched_param sp;
 		memset(&sp, 0, sizeof sp);
 		sp.sched_priority = 10;
 		rt = sched_setscheduler(0, SCHED_FIFO, &sp) == 0;
+		if (!rt) rt_err = errno;
 	}
 	start_line();
 	u64 t0 = now_ns(), end = t0 + (u64)(secs * 1e9);
@@ -231,7 +233,7 @@ int main(int argc, char **argv) {
 	for (long i = 0; i < n; i++)
 		if (s.h1[i] > mid) half++;
 	double rate = last > mid ? half / ((double)(last - mid) / 1e9) : 0;
-	printf("{\"kernels\":%ld,\"kernel_ns\":%llu,\"rate\":%f,\"sms\":%d,\"timer_ns\":%llu,\"rt\":%s}\n", n, kernel, rate, sms,
-	       timer, !slotted ? "null" : rt ? "true" : "false");
+	printf("{\"kernels\":%ld,\"kernel_ns\":%llu,\"rate\":%f,\"sms\":%d,\"timer_ns\":%llu,\"rt\":%s,\"rt_err\":%d}\n", n, kernel,
+	       rate, sms, timer, !slotted ? "null" : rt ? "true" : "false", rt_err);
 	return 0;
 }
