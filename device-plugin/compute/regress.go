@@ -28,7 +28,11 @@ const (
 	regressApart  = 0.05 // and by how much, relative: closer, tenants share the pooled cost (exact for one program)
 	regressNoise  = 0.01 // of a window: the busy time's noise, at least (whole percents, queues)
 	regressSliver = 0.5  // of the pooled cost: a poorly determined cost whose upper bound stands below it is a sliver's
-	regressOver   = 1.5  // of the windows' busy time: more, and a tenant's cost says it ran longer than the GPU was busy (see fitRows)
+	regressFar    = 4.0  // costs this far apart (ratio) may be split by the drained rows alone (see regress)
+	// regressExplains: and where they explain the windows as seen, their
+	// squared residuals at most this fraction of one pooled cost's (see regress)
+	regressExplains = 0.5
+	regressOver     = 1.5 // of the windows' busy time: more, and a tenant's cost says it ran longer than the GPU was busy (see fitRows)
 )
 
 // regress fits each launching tenant's cost per unit over the clean windows
@@ -61,17 +65,27 @@ const (
 // those determine them: on the fake driver clocked as an H200 the windows
 // as seen read a cheap tenant's cost 7% low beside a dear one's 6% high
 // (32.3 + 55.5 of the GPU for 30 + 60). The split itself stands on the
-// windows as seen alone. The drained rows split an 8x-apart pair seconds
-// sooner where they put the costs 4 times apart (simulated), and were
-// trusted alone for that until a real H200 (2026-11-29): two PyTorch
-// tenants of one program at 30 + 60 whose GPU swung in and out of
-// saturation (every 0.8 s a window 64-71% busy, the 60 launching a
-// quarter less; the 30 held at its rate throughout) had their drained rows put them 7 times apart
-// (2649 and 381 ns per unit) while the windows as seen said nothing, and
-// they got 25.3 + 66.0. The recorded windows replayed through the
-// controller split them so (TestReplayH200); with the split on the windows
-// alone they stay one program, and PyTorch beside the elementwise probe
-// still splits in the same period (about 4000 times apart).
+// windows as seen, as before, or on the drained rows alone where they put
+// the costs at least regressFar apart: they tell an 8x-apart pair apart
+// seconds sooner (their noise is a fraction of the windows'), while a
+// joined row holds a queue's worth of error where a run began with work
+// queued, weighs as much as its windows together, and split one program's
+// 45 + 45 at 191 against 57 ns per unit (3.3 apart, simulated, 150 ms
+// late). Simulated sweep (TestSimSplitSweep, 36 runs a mix, 40 us
+// switches): a cheap 30 beside a dear 60 split at 5.19 s on average, the
+// last at 6.62 s (was 6.06 and 9.00), misses 1 (was 2); dear 30 + cheap 60
+// 0 (was 3); no one-program pair split that did not before.
+//
+// Such a split must also explain the windows as seen (explains): a real
+// H200 (2026-11-29) swung two PyTorch tenants of one program at 30 + 60 in
+// and out of saturation (every 0.8 s a window 64-71% busy, the 60 launching
+// a quarter less; the 30 held at its rate), and their drained rows put them
+// 7 times apart (2649 and 381 ns per unit) while the windows as seen said
+// nothing: they got 25.3 + 66.0. Those costs left 86% of one pooled cost's
+// squared residuals in the windows; a genuine 8x-apart pair's (200 us
+// kernels beside 2 ms ones, simulated) left 19%. Its recorded periods
+// replay through the controller (TestReplayH200); without the drained rows
+// the simulated pair got 25.6 for 30 over 40 s.
 func (e *estimator) regress(keys []string) (costs map[string]float64, apart bool) {
 	var rows []observation
 	saturated := false
@@ -87,10 +101,45 @@ func (e *estimator) regress(keys []string) (costs map[string]float64, apart bool
 		_, apart = fitRows(keys, phaseMeans(rows), rows)
 	}
 	d := drained(rows)
-	if dc, _ := fitRows(keys, d, d); dc != nil {
+	dc, dApart := fitRows(keys, d, d)
+	if dApart && anySaturated(d) {
+		_, dApart = fitRows(keys, phaseMeans(d), d)
+	}
+	if dc != nil {
 		costs = dc
 	}
-	return costs, apart
+	return costs, apart || dApart && spread(dc) >= regressFar && explains(dc, rows) <= regressExplains
+}
+
+// explains is the residual sum of squares of the windows as seen (rows)
+// under costs, over that under one pooled cost: how much of what the busy
+// time did the costs explain that one cost for all does not.
+func explains(costs map[string]float64, rows []observation) float64 {
+	var busy, units float64
+	for _, o := range rows {
+		busy += o.busy
+		for _, u := range o.units {
+			units += u
+		}
+	}
+	if units <= 0 {
+		return 1
+	}
+	pooled := busy / units
+	var split, one float64
+	for _, o := range rows {
+		var s, p float64
+		for key, u := range o.units {
+			s += costs[key] * u
+			p += pooled * u
+		}
+		split += (o.busy - s) * (o.busy - s)
+		one += (o.busy - p) * (o.busy - p)
+	}
+	if one <= 0 {
+		return 1
+	}
+	return split / one
 }
 
 // fitRows fits the costs over rows, the busy time's noise read from the
@@ -294,6 +343,25 @@ func phaseMeans(rows []observation) []observation {
 		}
 	}
 	return out
+}
+
+// anySaturated says whether any of rows is a saturated window.
+func anySaturated(rows []observation) bool {
+	for _, o := range rows {
+		if o.saturated {
+			return true
+		}
+	}
+	return false
+}
+
+// spread is the ratio of the largest cost to the smallest.
+func spread(costs map[string]float64) float64 {
+	lo, hi := math.Inf(1), 0.0
+	for _, c := range costs {
+		lo, hi = min(lo, c), max(hi, c)
+	}
+	return hi / lo
 }
 
 // drained returns rows with each run of saturated windows joined to the
