@@ -120,7 +120,7 @@ func slicingProgram(ctx context.Context, o options, work string) *program {
 func cudaProgram(ctx context.Context, o options, work, name, flag string, libs ...string) ([]string, string) {
 	switch flag {
 	case "off":
-		return nil, fmt.Sprintf("-%s off (run.sh: nvcc missing or the build failed; see its log)", name)
+		return nil, fmt.Sprintf("-%s off (run.sh: none of the rows selected needs it, nvcc is missing, or its build failed: see its log)", name)
 	case "":
 	default:
 		if st, err := os.Stat(flag); err != nil || st.Mode()&0o111 == 0 {
