@@ -174,6 +174,8 @@ func TestValuesThatFail(t *testing.T) {
 		{name: "own webhook Secret without its CA", sets: []string{"admission.tls.mode=secret", "admission.tls.secretName=tls"}, want: "admission.tls.mode secret needs admission.tls.secretName"},
 		{name: "cert-manager without an issuer", sets: []string{"admission.tls.mode=certManager"}, want: "needs admission.tls.certManagerIssuer.name"},
 		{name: "webhook that fails open by typo", sets: []string{"admission.failurePolicy=ignore"}, want: `admission.failurePolicy must be one of Fail, Ignore, got "ignore"`},
+		{name: "webhook drain longer than its grace period", sets: []string{"admission.shutdownDelay=1m"}, want: `admission.shutdownDelay must be a duration from 0s to 20s, such as 10s, got 1m`},
+		{name: "webhook drain not a duration", sets: []string{"admission.shutdownDelay=10"}, want: "at '/admission/shutdownDelay': got number, want string"},
 		{name: "Volcano's spelling is not a sharing mode", sets: []string{"devicePlugin.config.sharing.models.H100=hami-core"}, want: `devicePlugin.config.sharing.models.H100 must be one of time-sliced, mps, mig, got "hami-core"`},
 		{name: "unknown mig rule", sets: []string{"devicePlugin.config.mig.uuids.GPU-a[0]=7g.40gb"}, want: "devicePlugin.config.mig.uuids is not a setting"},
 		{name: "unknown sharing rule", sets: []string{"devicePlugin.config.sharing.uuids.GPU-a=mps"}, want: "devicePlugin.config.sharing.uuids is not a setting"},

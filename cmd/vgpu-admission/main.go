@@ -48,16 +48,23 @@ func main() {
 	flag.StringVar(&names.Memory, "resource-memory", names.Memory, "GPU memory resource (MiB)")
 	flag.StringVar(&names.MemoryPercentage, "resource-memory-percentage", names.MemoryPercentage, "GPU memory percentage resource")
 	flag.StringVar(&names.Cores, "resource-cores", names.Cores, "GPU cores resource (percent)")
+	drain := flag.Duration("shutdown-delay", 10*time.Second, "how long to go on serving after SIGTERM, connections closed after each answer, before shutting down "+
+		"(kube-apiserver learns late that a replica is going and keeps its connection to it; with failurePolicy Fail a replica that stops at once refuses pods)")
 	flag.Parse()
 	logger := klog.Background().WithName("vgpu-admission")
-	if err := run(logger, *kubeconfig, *listen, *certFile, *keyFile, *scheduler, names); err != nil {
+	if *drain < 0 {
+		logger.Error(nil, "Exiting: --shutdown-delay must not be negative", "shutdownDelay", *drain)
+		klog.Flush()
+		os.Exit(2)
+	}
+	if err := run(logger, *kubeconfig, *listen, *certFile, *keyFile, *scheduler, names, *drain); err != nil {
 		logger.Error(err, "Exiting")
 		klog.Flush()
 		os.Exit(1)
 	}
 }
 
-func run(logger klog.Logger, kubeconfig, listen, certFile, keyFile, scheduler string, names api.ResourceNames) error {
+func run(logger klog.Logger, kubeconfig, listen, certFile, keyFile, scheduler string, names api.ResourceNames, drain time.Duration) error {
 	if err := names.Validate(); err != nil {
 		return err
 	}
@@ -101,10 +108,33 @@ func run(logger klog.Logger, kubeconfig, listen, certFile, keyFile, scheduler st
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return srv.Shutdown(shutdown)
 	}
+	return shutdown(logger, srv, errc, drain)
+}
+
+// shutdown stops a server that got SIGTERM: first it goes on serving for
+// drain, closing each connection after its next answer (HTTP/2: a GOAWAY
+// once its streams are done), so that kube-apiserver dials again and, once
+// its endpoints say this replica is going, reaches another one; then it
+// stops taking connections and waits up to 10 s for the requests in flight.
+// Stopped at once, a replica of a rolling update refused vGPU pods under
+// failurePolicy Fail: kube-apiserver kept its open connection to it, and
+// under load dialled its address after it had stopped (simulated cluster,
+// TestAdmissionTwoReplicasOneStopped).
+func shutdown(logger klog.Logger, srv *http.Server, errc <-chan error, drain time.Duration) error {
+	srv.SetKeepAlivesEnabled(false)
+	if drain > 0 {
+		logger.Info("Draining: serving on, each connection closed after its next answer", "shutdownDelay", drain)
+		select {
+		case err := <-errc:
+			return err
+		case <-time.After(drain):
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	logger.Info("Shutting down")
+	return srv.Shutdown(ctx)
 }
 
 // servingTLS returns the server's TLS configuration: the certificate and

@@ -9,16 +9,21 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/klog/v2"
 )
 
 // pair writes a CA-signed serving certificate for 127.0.0.1 named cn into
@@ -124,5 +129,70 @@ func TestServingTLSRefusesBadFiles(t *testing.T) {
 				t.Errorf("err = %v, want one naming %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestShutdownDrains: after SIGTERM the webhook answers on for the drain
+// delay, each answer on a connection of its own (kube-apiserver's kept
+// connection closes, so it dials again and reaches a replica its endpoints
+// still list), then stops.
+func TestShutdownDrains(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	srv.EnableHTTP2 = true
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.StartTLS()
+	defer srv.Close()
+	client := srv.Client()
+	get := func() error {
+		resp, err := client.Get(srv.URL)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if _, err := io.ReadAll(resp.Body); err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 {
+			return fmt.Errorf("%s over %s", resp.Status, resp.Proto)
+		}
+		return nil
+	}
+	for range 3 {
+		if err := get(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("before SIGTERM: %d connections for 3 requests, want 1 kept", n)
+	}
+	const drain = 1500 * time.Millisecond
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- shutdown(klog.Background(), srv.Config, make(chan error), drain) }()
+	time.Sleep(100 * time.Millisecond)
+	for i := range 3 {
+		if err := get(); err != nil {
+			t.Fatalf("request %d while draining: %v", i+1, err)
+		}
+		time.Sleep(50 * time.Millisecond) // the GOAWAY after the answer
+	}
+	// the kept connection answers once more, then closes; each later
+	// request comes on a connection of its own
+	if n := conns.Load(); n != 3 {
+		t.Errorf("while draining: %d connections in all for 1 + 3 requests, want 3", n)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	if took := time.Since(start); took < drain {
+		t.Errorf("shut down after %v, before the drain delay %v", took, drain)
+	}
+	if err := get(); err == nil {
+		t.Error("a request after the shutdown was answered")
 	}
 }

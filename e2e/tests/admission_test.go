@@ -122,10 +122,14 @@ func freePort(t *testing.T, host string) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// testDrain: the webhooks' --shutdown-delay in the tests that do not
+// measure it (a stop then takes this long).
+const testDrain = time.Second
+
 // startWebhook runs vgpu-admission on host with the certificate in dir and
 // waits until it answers /healthz over TLS trusted by ca. It is stopped when
-// the test ends.
-func startWebhook(t *testing.T, ctx context.Context, name, host, serverName, dir string, ca webhookCA) *webhookProc {
+// the test ends. drain is its --shutdown-delay.
+func startWebhook(t *testing.T, ctx context.Context, name, host, serverName, dir string, ca webhookCA, drain time.Duration) *webhookProc {
 	t.Helper()
 	w := &webhookProc{name: name, addr: net.JoinHostPort(host, strconv.Itoa(freePort(t, host))), serverName: serverName}
 	logf, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
@@ -133,7 +137,7 @@ func startWebhook(t *testing.T, ctx context.Context, name, host, serverName, dir
 		t.Fatal(err)
 	}
 	w.cmd = exec.Command(filepath.Join(shared.cl.Config.BinDir, "vgpu-admission"), "--kubeconfig="+shared.cl.Config.Kubeconfig(),
-		"--listen="+w.addr, "--tls-cert-file="+filepath.Join(dir, "tls.crt"), "--tls-key-file="+filepath.Join(dir, "tls.key"), "-v=4")
+		"--listen="+w.addr, "--tls-cert-file="+filepath.Join(dir, "tls.crt"), "--tls-key-file="+filepath.Join(dir, "tls.key"), "--shutdown-delay="+drain.String(), "-v=4")
 	w.cmd.Stdout, w.cmd.Stderr = logf, logf
 	if err := w.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -330,7 +334,7 @@ func TestAdmissionOnlyVGPUPodsSent(t *testing.T) {
 	}
 	ca, dir := newWebhookCA(t, "only-vgpu"), t.TempDir()
 	ca.issue(t, dir, []net.IP{net.ParseIP("127.0.0.1")})
-	w := startWebhook(t, ctx, "vgpu-admission-only-vgpu", "127.0.0.1", "127.0.0.1", dir, ca)
+	w := startWebhook(t, ctx, "vgpu-admission-only-vgpu", "127.0.0.1", "127.0.0.1", dir, ca, testDrain)
 	url := "https://" + w.addr + "/pods/mutate"
 	admissionHook(t, ctx, "e2e-"+ns, admissionregv1.WebhookClientConfig{URL: &url, CABundle: ca.pem}, ns, optedOut)
 	waitCounted(t, ctx, ns, ca, w)
@@ -375,7 +379,7 @@ func TestAdmissionCertificateRotation(t *testing.T) {
 	oldCA, newCA, dir := newWebhookCA(t, "rotation-old"), newWebhookCA(t, "rotation-new"), t.TempDir()
 	loopback := []net.IP{net.ParseIP("127.0.0.1")}
 	oldCA.issue(t, dir, loopback)
-	w := startWebhook(t, ctx, "vgpu-admission-rotation", "127.0.0.1", "127.0.0.1", dir, oldCA)
+	w := startWebhook(t, ctx, "vgpu-admission-rotation", "127.0.0.1", "127.0.0.1", dir, oldCA, testDrain)
 	pid := w.cmd.Process.Pid
 	url := "https://" + w.addr + "/pods/mutate"
 	hook := func(bundle []byte) {
@@ -446,9 +450,11 @@ func TestAdmissionTwoReplicasOneStopped(t *testing.T) {
 	serverName := svcName + "." + ns + ".svc"
 	ca, dir := newWebhookCA(t, "replicas"), t.TempDir()
 	ca.issue(t, dir, nil, serverName)
+	// the replica that goes drains as the chart's default does
+	const drain = 10 * time.Second
 	procs := []*webhookProc{
-		startWebhook(t, ctx, "vgpu-admission-a", host, serverName, dir, ca),
-		startWebhook(t, ctx, "vgpu-admission-b", host, serverName, dir, ca),
+		startWebhook(t, ctx, "vgpu-admission-a", host, serverName, dir, ca, drain),
+		startWebhook(t, ctx, "vgpu-admission-b", host, serverName, dir, ca, testDrain),
 	}
 	_, err := shared.kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: svcName, Namespace: ns},
@@ -480,6 +486,14 @@ func TestAdmissionTwoReplicasOneStopped(t *testing.T) {
 		Service: &admissionregv1.ServiceReference{Namespace: ns, Name: svcName, Path: &path, Port: &port}}, ns)
 	waitCounted(t, ctx, ns, ca, procs...)
 
+	// A rolling update's replica going: its endpoint marked not ready (as
+	// the endpoint controller does for a terminating pod) and SIGTERM at
+	// once. kube-apiserver learns of the first late and keeps its open
+	// connection to the replica (all of 10 pods went to it for 3 minutes),
+	// so the replica answers on for its drain delay, each connection closed
+	// after one answer: no pod created meanwhile may be refused. Stopped at
+	// once (before --shutdown-delay), a replica refused one here on a
+	// loaded machine: "connection refused" under failurePolicy Fail.
 	stopped, other := procs[0], procs[1]
 	old, err := slices.Get(ctx, stopped.name, metav1.GetOptions{})
 	if err != nil {
@@ -490,20 +504,39 @@ func TestAdmissionTwoReplicasOneStopped(t *testing.T) {
 	if _, err := slices.Update(ctx, notReady, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	stopped.stop(t)
-	before := other.reviews(t, ctx, ca)
-	const n = 10
-	for i := range n {
-		p, err := createPod(ctx, admissionPod(ns, fmt.Sprintf("one-down-%d", i), true))
+	if err := stopped.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	signalled := time.Now()
+	create := func(phase string, i, n int) {
+		t.Helper()
+		p, err := createPod(ctx, admissionPod(ns, fmt.Sprintf("%s-%d", phase, i), true))
 		if err != nil {
-			t.Fatalf("creating vGPU pod %d of %d with %s stopped: %v", i+1, n, stopped.name, err)
+			t.Fatalf("creating vGPU pod %d of %d %s: %v", i+1, n, phase, err)
 		}
 		if q := p.Spec.Containers[0].Resources.Limits[api.DefaultResourceMemory]; q.Value() != 2048 {
-			t.Errorf("%s carries vgpu-memory %s, want the total 2048", p.Name, q.String())
+			t.Errorf("%s carries vgpu-memory %s, want the total 2048 (no webhook reviewed it)", p.Name, q.String())
 		}
 	}
+	const n = 10
+	for i := range n {
+		create("draining", i, n)
+	}
+	if took := time.Since(signalled); took > drain {
+		t.Logf("the %d pods took %v, longer than %s's drain delay %v: the last came after it stopped", n, took.Round(time.Millisecond), stopped.name, drain)
+	}
+	if err := stopped.cmd.Wait(); err != nil {
+		t.Errorf("%s exited with %v after SIGTERM, want a clean shutdown", stopped.name, err)
+	}
+	if took := time.Since(signalled); took < drain {
+		t.Errorf("%s exited %v after SIGTERM, before its drain delay %v", stopped.name, took.Round(time.Millisecond), drain)
+	}
+	before := other.reviews(t, ctx, ca)
+	for i := range n {
+		create("one-down", i, n)
+	}
 	if got := other.reviews(t, ctx, ca) - before; got != n {
-		t.Errorf("%s reviewed %d of the %d pods created while %s was stopped", other.name, got, n, stopped.name)
+		t.Errorf("%s reviewed %d of the %d pods created after %s stopped", other.name, got, n, stopped.name)
 	}
 
 	other.stop(t)
