@@ -80,7 +80,7 @@ type sliceStats struct {
 	// Preempted: of the hand-offs, those that cut a kernel mid-way (its
 	// interval spans the other's run: an H200 preempted one at every slice's
 	// end, 2026-11-29); such a kernel is split into what it ran before and
-	// after (splitPreempted)
+	// after (analyze)
 	Preempted float64
 }
 

@@ -315,3 +315,39 @@ func TestDrained(t *testing.T) {
 		})
 	}
 }
+
+func TestExplains(t *testing.T) {
+	// windows of two tenants whose units vary apart, busy = 100·a + 800·b
+	// (ns per unit), and one window off by noise
+	var rows []observation
+	for i, u := range [][2]float64{{1000, 100}, {400, 120}, {900, 40}, {200, 200}, {700, 90}, {300, 150}} {
+		busy := 100*u[0] + 800*u[1]
+		if i == 2 {
+			busy *= 1.02
+		}
+		rows = append(rows, observation{busy: busy, period: 200e6, units: map[string]float64{"a": u[0], "b": u[1]}})
+	}
+	var busy, units float64
+	for _, o := range rows {
+		busy += o.busy
+		units += o.units["a"] + o.units["b"]
+	}
+	pooled := busy / units
+	tests := []struct {
+		name     string
+		costs    map[string]float64
+		min, max float64
+	}{
+		{name: "the true costs explain nearly all that one cost leaves", costs: map[string]float64{"a": 100, "b": 800}, max: 0.01},
+		{name: "the pooled cost for both explains nothing more", costs: map[string]float64{"a": pooled, "b": pooled}, min: 0.999, max: 1.001},
+		{name: "costs the wrong way round explain less than one cost", costs: map[string]float64{"a": 800, "b": 100}, min: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := explains(tt.costs, rows)
+			if got < tt.min || (tt.max > 0 && got > tt.max) {
+				t.Errorf("explains = %.3f, want in [%g, %g]", got, tt.min, tt.max)
+			}
+		})
+	}
+}
