@@ -19,7 +19,13 @@ func (tn *simTenant) step(t *testing.T, now time.Duration, speed float64) {
 	}
 	// libvcuda adds a launch's cost to the report first, then waits until the
 	// allowance covers the counter (compute.c: launches in the order they added)
-	for now >= tn.nextLaunch && len(tn.queue) < tn.prog.depth {
+	if tn.prog.batch > 0 && tn.inBatch >= tn.prog.batch {
+		if len(tn.queue) > 0 {
+			return // in a synchronize: nothing launched, nothing to report
+		}
+		tn.inBatch = 0
+	}
+	for now >= tn.nextLaunch && len(tn.queue) < tn.prog.depth && (tn.prog.batch == 0 || tn.inBatch < tn.prog.batch) {
 		if !tn.waiting {
 			tn.launched += tn.prog.units
 		}
@@ -31,8 +37,10 @@ func (tn *simTenant) step(t *testing.T, now time.Duration, speed float64) {
 			break
 		}
 		tn.waiting = false
-		tn.queue = append(tn.queue, time.Duration(float64(tn.prog.kernel)/speed))
+		m := tn.prog.memBound
+		tn.queue = append(tn.queue, time.Duration(float64(tn.prog.kernel)*(m+(1-m)/speed)))
 		tn.nextLaunch = now + tn.prog.hostGap
+		tn.inBatch++
 	}
 	if tn.owned {
 		api.WriteUsage(tn.useMap, 0, api.UsageDevice{Launched: tn.launched, Waits: tn.waits})

@@ -39,6 +39,16 @@ type simProgram struct {
 	kernel  time.Duration // GPU time of one kernel
 	depth   int           // kernels queued before the launching thread blocks
 	hostGap time.Duration // CPU time between launches
+	// batch: launches this many, then waits for them all (a synchronize)
+	batch int
+	// power: what it draws while it runs, relative to a dense GEMM's (0: 1);
+	// with simOptions.powerClock the clock follows it (an H200 drew 236 W
+	// running a memory-bound elementwise loop 97% of the time, 691 W PyTorch)
+	power float64
+	// memBound: the part of its kernels' time a faster SM clock does not
+	// shorten (a GEMM's kernels ran 1.25 times as fast at 1.36 times the
+	// clock on an H200: about a quarter)
+	memBound float64
 }
 
 type simTenant struct {
@@ -64,6 +74,8 @@ type simTenant struct {
 	queue      []time.Duration // remaining GPU time of queued kernels
 	nextLaunch time.Duration
 	busy       []time.Duration // GPU time received, per 1 ms bucket
+	done       []int32         // kernels completed, per 1 ms bucket
+	inBatch    int             // launched in the current batch
 	ctl, use   string
 	ctlMap     []byte        // the control file, mapped as libvcuda maps it
 	useMap     []byte        // the usage report, mapped shared
@@ -100,11 +112,18 @@ type simGPU struct {
 	// linear between
 	boost     float64
 	clockSeen bool // the driver reports the SM clock (ClockSource)
-	speedAt   time.Duration
-	speedOf   float64
+	// powerClock: the clock follows the tenants' power (simProgram.power)
+	powerClock bool
+	speedAt    time.Duration
+	speedOf    float64
 }
 
 const simKnee = 0.6
+
+// simPowerKnee: with powerClock, the load (in a GEMM's power) below which
+// the clock is at its highest: an H200 at 700 W held 1980 MHz with PyTorch
+// 50% of the time (561 W), 1725 at 70% and 1455 at 100% (690 W).
+const simPowerKnee = 0.62
 
 // simClockMHz: the SM clock at full load (speed 1); the GPU reports it
 // times speed (ClockSource) when clockSeen.
@@ -124,8 +143,18 @@ func (g *simGPU) speed() float64 {
 	}
 	if g.speedOf == 0 || g.now-g.speedAt >= 10*time.Millisecond {
 		const window = 100 * time.Millisecond
-		u := float64(sumBuckets(g.busy, max(g.now-window, 0), g.now)) / float64(window)
-		g.speedAt, g.speedOf = g.now, 1+g.boost*min(max((1-u)/(1-simKnee), 0), 1)
+		from := max(g.now-window, 0)
+		u := float64(sumBuckets(g.busy, from, g.now)) / float64(window)
+		knee := simKnee
+		if g.powerClock { // the load as power: each tenant's time at its draw, switches at full
+			knee = simPowerKnee
+			for _, tn := range g.tenants {
+				if tn.prog.power > 0 {
+					u -= (1 - tn.prog.power) * float64(sumBuckets(tn.busy, from, g.now)) / float64(window)
+				}
+			}
+		}
+		g.speedAt, g.speedOf = g.now, 1+g.boost*min(max((1-u)/(1-knee), 0), 1)
 	}
 	return g.speedOf
 }
@@ -158,6 +187,11 @@ func (g *simGPU) run(dt time.Duration) {
 		t.queue[0] -= d
 		if t.queue[0] <= 0 {
 			t.queue = t.queue[1:]
+			b := int((g.now + dt - left + d) / time.Millisecond)
+			for len(t.done) <= b {
+				t.done = append(t.done, 0)
+			}
+			t.done[b]++
 		}
 		g.sliceLeft -= d
 		g.account(t, d)
@@ -314,7 +348,8 @@ func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]floa
 	t.Helper()
 	dir := t.TempDir()
 	g := &simGPU{cur: -1, slice: opts.slice, switchCost: opts.switchCost, noise: opts.noise, seed: opts.seed, delay: opts.delay,
-		wholeDevice: opts.wholeDevice, window: opts.window, phase: opts.phase, boost: opts.boost, clockSeen: !opts.blindClock}
+		wholeDevice: opts.wholeDevice, window: opts.window, phase: opts.phase, boost: opts.boost, clockSeen: !opts.blindClock,
+		powerClock: opts.powerClock}
 	if g.slice == 0 {
 		g.slice = 2 * time.Millisecond
 	}
@@ -419,6 +454,13 @@ func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]floa
 	for _, tn := range g.tenants {
 		from, to := tn.start+secs(tn.secs)/2, tn.start+secs(tn.secs)
 		got[tn.name] = 100 * float64(sumBuckets(tn.busy, from, to)) / float64(to-from)
+		if opts.rates != nil {
+			var n int64
+			for i := int(from / time.Millisecond); i < int(to/time.Millisecond) && i < len(tn.done); i++ {
+				n += int64(tn.done[i])
+			}
+			opts.rates[tn.name] = float64(n) / (to - from).Seconds()
+		}
 	}
 	return got, obs
 }
@@ -432,12 +474,14 @@ type simOptions struct {
 	blindOwners       bool // the owners map no pid (no host pid view)
 	noiseFree         bool // the case runs without per-process noise only
 	delay             time.Duration
-	wholeDevice       bool           // per-process samples as an H200 gives them (simGPU.Processes)
-	window            time.Duration  // a device sample's averaging window (0: Busy's default)
-	phase             time.Duration  // where the driver's sample clock is: stamps this long after whole periods
-	boost             float64        // power-capped clocks (simGPU.speed): kernels up to 1 + boost as fast below full load
-	blindClock        bool           // the driver does not report the SM clock
-	fittedAt          *time.Duration // where set: when the fit first split the tenants' costs (-1: never)
+	wholeDevice       bool               // per-process samples as an H200 gives them (simGPU.Processes)
+	window            time.Duration      // a device sample's averaging window (0: Busy's default)
+	phase             time.Duration      // where the driver's sample clock is: stamps this long after whole periods
+	boost             float64            // power-capped clocks (simGPU.speed): kernels up to 1 + boost as fast below full load
+	powerClock        bool               // the clock follows power (simProgram.power), not busy time
+	rates             map[string]float64 // where set: each tenant's kernels completed per second over the second half
+	blindClock        bool               // the driver does not report the SM clock
+	fittedAt          *time.Duration     // where set: when the fit first split the tenants' costs (-1: never)
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
