@@ -39,6 +39,7 @@ const (
 	controlOffSlotPeriod  = 48
 	controlOffSlotStart   = 52
 	controlOffSlotLen     = 56
+	controlOffSlotFlags   = 60
 	usageOffWaits         = 8
 	controlOffDeviceCount = 12
 )
@@ -68,11 +69,17 @@ type ControlDevice struct {
 }
 
 // Slot is a tenant's part of every PeriodUs of CLOCK_MONOTONIC, from
-// StartUs for LenUs (microseconds); the limiter reads the start, the length
-// is the node's plan (the target's part of the period).
+// StartUs for LenUs (microseconds). The limiter reads the start; with
+// Confine it also launches only within the slot (a launch after its end
+// waits for the next start), where without, the length is only the node's
+// plan (the target's part of the period).
 type Slot struct {
 	PeriodUs, StartUs, LenUs uint32
+	Confine                  bool
 }
+
+// slotConfine is Slot.Confine's bit in the slot flags word.
+const slotConfine = 1
 
 // UsageDevice is a container's report for one device.
 type UsageDevice struct {
@@ -153,6 +160,11 @@ func PublishControl(b []byte, i int, d ControlDevice) {
 	atomic.StoreUint32(word32(b, base+controlOffSlotPeriod), d.Slot.PeriodUs)
 	atomic.StoreUint32(word32(b, base+controlOffSlotStart), d.Slot.StartUs)
 	atomic.StoreUint32(word32(b, base+controlOffSlotLen), d.Slot.LenUs)
+	var flags uint32
+	if d.Slot.Confine {
+		flags |= slotConfine
+	}
+	atomic.StoreUint32(word32(b, base+controlOffSlotFlags), flags)
 	atomic.StoreUint64(seq, s+2)
 }
 
@@ -168,7 +180,7 @@ func ReadControl(b []byte, i int) (ControlDevice, uint64) {
 		Mode:      ControlMode(le.Uint32(b[base+controlOffMode:])),
 		PeriodUs:  le.Uint32(b[base+controlOffPeriod:]),
 		Slot: Slot{PeriodUs: le.Uint32(b[base+controlOffSlotPeriod:]), StartUs: le.Uint32(b[base+controlOffSlotStart:]),
-			LenUs: le.Uint32(b[base+controlOffSlotLen:])},
+			LenUs: le.Uint32(b[base+controlOffSlotLen:]), Confine: le.Uint32(b[base+controlOffSlotFlags:])&slotConfine != 0},
 	}, le.Uint64(b[base:])
 }
 

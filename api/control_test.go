@@ -11,13 +11,14 @@ import (
 const cLayout = `#include <stdio.h>
 #include "vcuda_control.h"
 int main(void) {
-	printf("control_size=%zu usage_size=%zu dev=%zu allowance=%zu rate=%zu fallback=%zu stamp=%zu mode=%zu period=%zu slot=%zu,%zu,%zu waits=%zu count=%zu\n",
+	printf("control_size=%zu usage_size=%zu dev=%zu allowance=%zu rate=%zu fallback=%zu stamp=%zu mode=%zu period=%zu slot=%zu,%zu,%zu,%zu/%d waits=%zu count=%zu\n",
 	       sizeof(struct vcuda_control), sizeof(struct vcuda_usage), offsetof(struct vcuda_control, dev),
 	       offsetof(struct vcuda_control_device, allowance), offsetof(struct vcuda_control_device, rate_bits),
 	       offsetof(struct vcuda_control_device, fallback_bits), offsetof(struct vcuda_control_device, stamp_ns),
 	       offsetof(struct vcuda_control_device, mode), offsetof(struct vcuda_control_device, period_us),
 	       offsetof(struct vcuda_control_device, slot_period_us), offsetof(struct vcuda_control_device, slot_start_us),
-	       offsetof(struct vcuda_control_device, slot_len_us),
+	       offsetof(struct vcuda_control_device, slot_len_us), offsetof(struct vcuda_control_device, slot_flags),
+	       VCUDA_SLOT_CONFINE,
 	       offsetof(struct vcuda_usage_device, waits), offsetof(struct vcuda_control, device_count));
 	printf("magic=%u version=%u umagic=%u uversion=%u stale=%d file=%s ufile=%s\n", VCUDA_CONTROL_MAGIC,
 	       VCUDA_CONTROL_VERSION, VCUDA_USAGE_MAGIC, VCUDA_USAGE_VERSION, VCUDA_CONTROL_STALE_PERIODS,
@@ -33,10 +34,10 @@ func TestControlLayoutMatchesCHeader(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	want := fmt.Sprintf("control_size=%d usage_size=%d dev=%d allowance=%d rate=%d fallback=%d stamp=%d mode=%d period=%d slot=%d,%d,%d waits=%d count=%d\n",
+	want := fmt.Sprintf("control_size=%d usage_size=%d dev=%d allowance=%d rate=%d fallback=%d stamp=%d mode=%d period=%d slot=%d,%d,%d,%d/%d waits=%d count=%d\n",
 		ControlFileSize, UsageFileSize, controlHeaderSize, controlOffAllowance, controlOffRate, controlOffFallback,
 		controlOffStamp, controlOffMode, controlOffPeriod, controlOffSlotPeriod, controlOffSlotStart, controlOffSlotLen,
-		usageOffWaits, controlOffDeviceCount) +
+		controlOffSlotFlags, slotConfine, usageOffWaits, controlOffDeviceCount) +
 		fmt.Sprintf("magic=%d version=%d umagic=%d uversion=%d stale=%d file=%s ufile=%s\n", ControlMagic,
 			ControlVersion, UsageMagic, UsageVersion, ControlStalePeriods, ControlFile, UsageFile) +
 		fmt.Sprintf("none=%d limited=%d unlimited=%d\n", ControlNone, ControlLimited, ControlUnlimited)
@@ -54,7 +55,7 @@ func TestControlPublishRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := ControlDevice{Allowance: 12345, Rate: 0.25, Fallback: 0.2, StampNs: 99, Mode: ControlLimited, PeriodUs: 100000,
-		Slot: Slot{PeriodUs: 40000, StartUs: 12000, LenUs: 28000}}
+		Slot: Slot{PeriodUs: 40000, StartUs: 12000, LenUs: 28000, Confine: true}}
 	PublishControl(b, 1, d)
 	PublishControl(b, 1, d)
 	got, seq := ReadControl(b, 1)

@@ -132,6 +132,8 @@ type tenantSpec struct {
 	// work, each switch switchUs of busy time no process owns (0: one FIFO
 	// timeline). Every process of the GPU must say the same.
 	sliceUs, switchUs int
+	batch             int      // synchronize after every batch launches (0: never)
+	env               []string // added to its processes' environment (FAKEGPU_POWER, FAKEGPU_MEMBOUND)
 }
 
 type tenantRun struct {
@@ -215,7 +217,8 @@ func (g *fakeGPU) run(ctx context.Context, tr *tenantRun, own *owners) {
 	for _, f := range []struct {
 		flag string
 		v    float64
-	}{{"--ns-per-block", float64(s.nsPerBlock)}, {"--graph", float64(s.graph)}, {"--memset-kib", float64(s.memsetKiB)}, {"--duty", s.duty}} {
+	}{{"--ns-per-block", float64(s.nsPerBlock)}, {"--graph", float64(s.graph)}, {"--memset-kib", float64(s.memsetKiB)}, {"--duty", s.duty},
+		{"--batch", float64(s.batch)}} {
 		if f.v > 0 {
 			args = append(args, f.flag, fmt.Sprint(f.v))
 		}
@@ -230,6 +233,7 @@ func (g *fakeGPU) run(ctx context.Context, tr *tenantRun, own *owners) {
 	// one left the GPU sliced for the scenarios after it (with late samples
 	// the controller-dies case then missed: 27.4 + 54.8 for 30 + 60)
 	cmd.Env = append(cmd.Env, fmt.Sprintf("FAKEGPU_SLICE_US=%d", s.sliceUs), fmt.Sprintf("FAKEGPU_SWITCH_US=%d", s.switchUs))
+	cmd.Env = append(cmd.Env, s.env...)
 	if !s.foreign {
 		// Sanitizer builds: their runtime is loaded by the workload, after
 		// the preload (as the C suite runs it).
@@ -371,7 +375,7 @@ func run(t *testing.T, specs []tenantSpec, stopControllerAfter time.Duration) ou
 		if trace {
 			var b strings.Builder
 			for _, d := range o.Decisions {
-				fmt.Fprintf(&b, " %s[share %.3f meas %.3f cost %.4g cal %v units %.0f mode %d rate %.4g fb %.4g allow %d]", d.Key, d.Share, d.Measured, d.Cost, d.Calibrated, d.Units, d.Control.Mode, d.Control.Rate, d.Control.Fallback, d.Control.Allowance)
+				fmt.Fprintf(&b, " %s[share %.3f meas %.3f cost %.4g cal %v units %.0f mode %d rate %.4g fb %.4g allow %d slot %v]", d.Key, d.Share, d.Measured, d.Cost, d.Calibrated, d.Units, d.Control.Mode, d.Control.Rate, d.Control.Fallback, d.Control.Allowance, d.Control.Slot)
 			}
 			t.Logf("busy %.3f foreign %.3f%s", o.Busy, o.Foreign, b.String())
 		}

@@ -127,6 +127,7 @@ type tenantState struct {
 	rate                    float64
 	stamp                   uint64
 	integ                   float64 // integral of the share error, ns
+	frac                    float64 // the part of the GPU its rate gives (the target and the integral's correction)
 	boot                    uint64
 	idle                    int // periods since it last launched
 	seen                    bool
@@ -418,6 +419,18 @@ func (g *GPU) Step(in Input) []Decision {
 		d.Control = g.decide(t, st, in, P, a, rk, fk, d.Share, tg, throttled, backoff, slotted[t.Key])
 		out = append(out, d)
 	}
-	assignSlots(out, slotted, P)
+	active := 0
+	for _, t := range in.Tenants {
+		if g.tenants[t.Key].idle < activeAfter {
+			active++
+		}
+	}
+	// every active tenant held to a rate: their slots confine
+	confine := active == len(slotted) && foreign < confineForeign
+	fracs := make(map[string]float64, len(out))
+	for _, d := range out {
+		fracs[d.Key] = g.tenants[d.Key].frac
+	}
+	assignSlots(out, slotted, P, confine, fracs)
 	return out
 }

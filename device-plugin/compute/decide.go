@@ -122,6 +122,7 @@ func (g *GPU) decide(t TenantInput, st *tenantState, in Input, P, a, k, fk, shar
 	lim := 3 * max(share, 0.02) * P
 	st.integ = min(max(st.integ, -lim), lim)
 	frac := max(tg.now+gain*st.integ/P, tg.now/8, 0.002)
+	st.frac = frac
 	rate := frac / k * backoff
 	// the rate that holds the share, should the node stop answering: the
 	// share at the estimated cost, averaged. Not the rates in force: while

@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/volcano-vgpu/volcano-vgpu/api"
 )
 
 // The gpu check's programs as the H200 ran them (2026-11-29, driver
@@ -91,6 +93,60 @@ func TestSimH200Table(t *testing.T) {
 				t.Logf("%s: %.1f%% of its solo rate (the card: %.1f), %.1f%% of the GPU's time", k, rate[k], want, gpu[k])
 				if d := rate[k] - want; math.Abs(d) > 3 {
 					t.Errorf("%s: %.1f%% of its solo rate, the card gave %.1f", k, rate[k], want)
+				}
+			}
+		})
+	}
+}
+
+// TestSimH200Shares: the check's share rows on the simulated H200, held in
+// GPU time (the clock moves PyTorch's rate: TestSimH200Table). On the card
+// (2026-11-29) 50 + 50 gave 45.7 + 45.7, PyTorch 30 + probe 60 40.2 + 54.7
+// and 50 + 50 64.5 + 36.0 in rate; here, before the slots confined, 46.4 +
+// 44.9, and the probe 55.2 and 37.2 of the GPU's time: the pair's queues
+// time-sliced, and the probe, synchronizing every 0.3 ms of work, paid a
+// switch or two for each batch while the fit charged it the switches' time
+// (0.15-0.17 ns per unit for its true 0.14).
+func TestSimH200Shares(t *testing.T) {
+	solo := map[*simProgram]float64{}
+	for _, p := range []*simProgram{&simTorch, &simProbe} {
+		o := simH200()
+		simulate(t, []simTenant{simT("solo", 0, *p)}, o)
+		solo[p] = o.rates["solo"]
+	}
+	balance := simT("b", 30, simTorch)
+	balance.policy = api.ComputeBalance
+	tests := []struct {
+		name  string
+		specs []simTenant
+		want  map[string]float64 // % of the GPU's time, ± 3
+		least map[string]float64 // at least (a balance tenant's spare)
+		card  map[string]float64 // rate on the H200, % of solo
+	}{
+		{name: "pytorch 30+60", specs: []simTenant{simT("a", 30, simTorch), simT("b", 60, simTorch)},
+			want: map[string]float64{"a": 30, "b": 60}, card: map[string]float64{"a": 31.2, "b": 61.4}},
+		{name: "pytorch 50+50", specs: []simTenant{simT("a", 50, simTorch), simT("b", 50, simTorch)},
+			want: map[string]float64{"a": 50, "b": 50}, card: map[string]float64{"a": 45.7, "b": 45.7}},
+		{name: "pytorch 20+30+40", specs: []simTenant{simT("a", 20, simTorch), simT("b", 30, simTorch), simT("c", 40, simTorch)},
+			want: map[string]float64{"a": 20, "b": 30, "c": 40}, card: map[string]float64{"a": 20.8, "b": 28.8, "c": 41.7}},
+		{name: "pytorch 50 + balance 30", specs: []simTenant{simT("a", 50, simTorch), balance},
+			want: map[string]float64{"a": 50}, least: map[string]float64{"b": 30}, card: map[string]float64{"a": 46.3, "b": 44.9}},
+		{name: "pytorch 30 + probe 60", specs: []simTenant{simT("a", 30, simTorch), simT("b", 60, simProbe)},
+			want: map[string]float64{"a": 30, "b": 60}, card: map[string]float64{"a": 40.2, "b": 54.7}},
+		{name: "pytorch 50 + probe 50", specs: []simTenant{simT("a", 50, simTorch), simT("b", 50, simProbe)},
+			want: map[string]float64{"a": 50, "b": 50}, card: map[string]float64{"a": 64.5, "b": 36.0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rate, gpu := simRates(t, tt.specs, solo)
+			for _, s := range tt.specs {
+				k := s.name
+				t.Logf("%s: %.1f%% of the GPU's time, %.1f%% of its solo rate (the card: %.1f)", k, gpu[k], rate[k], tt.card[k])
+				if want, ok := tt.want[k]; ok && math.Abs(gpu[k]-want) > 3 {
+					t.Errorf("%s got %.1f%% of the GPU's time, want %.0f ± 3", k, gpu[k], want)
+				}
+				if least, ok := tt.least[k]; ok && gpu[k] < least-3 {
+					t.Errorf("%s got %.1f%% of the GPU's time, want at least %.0f", k, gpu[k], least)
 				}
 			}
 		})

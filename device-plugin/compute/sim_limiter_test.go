@@ -95,7 +95,17 @@ func (tn *simTenant) admit(now time.Duration) bool {
 		tn.wakeAt = min(slotNext(now, slot), now+20*time.Millisecond)
 		return false
 	}
-	return tn.covered(now, allowed, c.Rate)
+	if !tn.covered(now, allowed, c.Rate) {
+		return false
+	}
+	// a confining slot: nothing launched after its end, until the next start
+	if slot.Confine && slot.PeriodUs > 0 && c.Rate > 0 {
+		if next := slotNext(now, slot); now >= next-time.Duration(slot.PeriodUs-slot.LenUs)*time.Microsecond {
+			tn.wakeAt = min(next, now+20*time.Millisecond)
+			return false
+		}
+	}
+	return true
 }
 
 // covered: whether allowed covers the launched counter. If not, a launch

@@ -22,6 +22,10 @@ import (
 // of the rate, so a tenant waiting for its slot loses no credit.
 const slotPeriod = 40 * time.Millisecond
 
+// confineForeign: the slots confine only while work no tenant owns takes
+// less of the GPU than this: confined, the tenants would still slice with it.
+const confineForeign = 0.05
+
 // sampleWindow: how long a device utilization sample averages, 1/6 s on
 // the datacenter GPUs whose samples come 100 or 200 ms apart (NVML's
 // shortest sample period; the fake driver's FAKEGPU_SAMPLE_WINDOW_US).
@@ -65,7 +69,15 @@ func (g *GPU) slotted(ts []TenantInput, shares map[string]float64) map[string]bo
 // order, each as long as its target's part of the period (the targets
 // scaled to fit where they sum past the whole GPU); what the targets leave
 // is the period's end, for best-effort and foreign work.
-func assignSlots(ds []Decision, slotted map[string]bool, P float64) {
+//
+// With confine (every tenant active on the GPU is slotted: no one else's
+// work to leave room for) the slots confine (api.Slot.Confine) and fill
+// the period, each by its target or, where more, the part of the GPU its
+// rate gives (fracs: the target and the integral's correction). Confined,
+// a tenant gets no more GPU time than its slot: one whose work loses time
+// to the others' (their queues running past their slots' end) is given a
+// longer slot as its integral grows, not only more credit.
+func assignSlots(ds []Decision, slotted map[string]bool, P float64, confine bool, fracs map[string]float64) {
 	var keys []int
 	var sum float64
 	for i, d := range ds {
@@ -79,12 +91,22 @@ func assignSlots(ds []Decision, slotted map[string]bool, P float64) {
 	}
 	sort.Slice(keys, func(a, b int) bool { return ds[keys[a]].Key < ds[keys[b]].Key })
 	scale := 1 / max(sum, 1)
+	confine = confine && len(keys) == len(slotted)
+	part := func(d Decision) float64 { return max(d.Share+d.Lent, 0) }
+	if confine {
+		part = func(d Decision) float64 { return max(fracs[d.Key], d.Share+d.Lent, 0) }
+		sum = 0
+		for _, i := range keys {
+			sum += part(ds[i])
+		}
+		scale = 1 / sum
+	}
 	sp := uint32(slotPeriodFor(P) / 1000)
 	var at uint32
 	for _, i := range keys {
-		n := uint32(math.Round(float64(sp) * max(ds[i].Share+ds[i].Lent, 0) * scale))
+		n := uint32(math.Round(float64(sp) * part(ds[i]) * scale))
 		n = min(max(n, 1), sp-at)
-		ds[i].Control.Slot = api.Slot{PeriodUs: sp, StartUs: at, LenUs: n}
+		ds[i].Control.Slot = api.Slot{PeriodUs: sp, StartUs: at, LenUs: n, Confine: confine}
 		at += n
 	}
 }

@@ -40,6 +40,8 @@ func TestAssignSlots(t *testing.T) {
 		name    string
 		ds      []Decision
 		slotted map[string]bool
+		confine bool
+		fracs   map[string]float64
 		want    map[string]api.Slot
 	}{
 		{name: "two tenants, in key order, as long as their targets",
@@ -62,6 +64,26 @@ func TestAssignSlots(t *testing.T) {
 			ds:      []Decision{limited("a", 0.3, 0), limited("b", 0.3, 0), limited("c", 0.3, 0)},
 			slotted: map[string]bool{"a": true, "c": true},
 			want:    map[string]api.Slot{"a": {PeriodUs: 33333, StartUs: 0, LenUs: 10000}, "c": {PeriodUs: 33333, StartUs: 10000, LenUs: 10000}}},
+		{name: "confining: the slots fill the period, by target",
+			ds:      []Decision{limited("a", 0.3, 0), limited("b", 0.6, 0)},
+			slotted: map[string]bool{"a": true, "b": true}, confine: true, fracs: map[string]float64{"a": 0.3, "b": 0.6},
+			want: map[string]api.Slot{"a": {PeriodUs: 33333, StartUs: 0, LenUs: 11111, Confine: true},
+				"b": {PeriodUs: 33333, StartUs: 11111, LenUs: 22222, Confine: true}}},
+		{name: "confining: a rate above the target lengthens the slot",
+			ds:      []Decision{limited("a", 0.5, 0), limited("b", 0.5, 0)},
+			slotted: map[string]bool{"a": true, "b": true}, confine: true, fracs: map[string]float64{"a": 0.5, "b": 0.75},
+			want: map[string]api.Slot{"a": {PeriodUs: 33333, StartUs: 0, LenUs: 13333, Confine: true},
+				"b": {PeriodUs: 33333, StartUs: 13333, LenUs: 20000, Confine: true}}},
+		{name: "confining: a rate below the target keeps its part",
+			ds:      []Decision{limited("a", 0.5, 0), limited("b", 0.5, 0)},
+			slotted: map[string]bool{"a": true, "b": true}, confine: true, fracs: map[string]float64{"a": 0.2, "b": 0.5},
+			want: map[string]api.Slot{"a": {PeriodUs: 33333, StartUs: 0, LenUs: 16667, Confine: true},
+				"b": {PeriodUs: 33333, StartUs: 16667, LenUs: 16666, Confine: true}}},
+		{name: "confining, but a slotted tenant has no rate yet: plain slots",
+			ds: []Decision{limited("a", 0.3, 0), limited("b", 0.3, 0),
+				{Key: "c", Share: 0.3, Control: api.ControlDevice{Mode: api.ControlLimited}}},
+			slotted: map[string]bool{"a": true, "b": true, "c": true}, confine: true, fracs: map[string]float64{"a": 0.3, "b": 0.3},
+			want: map[string]api.Slot{"a": {PeriodUs: 33333, StartUs: 0, LenUs: 10000}, "b": {PeriodUs: 33333, StartUs: 10000, LenUs: 10000}}},
 		{name: "no rate yet (boot): no slot",
 			ds: []Decision{limited("a", 0.3, 0), limited("b", 0.3, 0),
 				{Key: "c", Share: 0.3, Control: api.ControlDevice{Mode: api.ControlLimited}}},
@@ -70,7 +92,7 @@ func TestAssignSlots(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assignSlots(tt.ds, tt.slotted, P)
+			assignSlots(tt.ds, tt.slotted, P, tt.confine, tt.fracs)
 			for _, d := range tt.ds {
 				if got, want := d.Control.Slot, tt.want[d.Key]; got != want {
 					t.Errorf("%s: slot %+v, want %+v", d.Key, got, want)

@@ -79,7 +79,7 @@ struct fakegpu_span {
 
 struct fk_pidslot {
 	int32_t pid;
-	uint32_t pad;
+	uint32_t power_pct; /* what its kernels draw, % of a dense GEMM's (FAKEGPU_POWER; 0: 100) */
 	uint64_t sched_ns; /* GPU time of every kernel this pid launched */
 	uint64_t pidns; /* inode of the process's pid namespace (0: unknown), with pid its key */
 	uint64_t mem; /* device memory the process holds (allocations and contexts) */
@@ -143,6 +143,8 @@ struct fk_globals {
 		sample_phase_ns;
 	unsigned nvml_pid_offset, proc_noise, proc_whole;
 	uint64_t boost_ppm, boost_knee_pct, clock_mhz; /* FAKEGPU_BOOST x 1e6, FAKEGPU_BOOST_KNEE, FAKEGPU_CLOCK_MHZ */
+	uint32_t power_pct;    /* FAKEGPU_POWER x 100 (0: unset, a GEMM's) */
+	uint64_t membound_ppm; /* FAKEGPU_MEMBOUND x 1e6 */
 	char dir[512];
 	struct vc_htab allocs;       /* device pointer / VMM handle -> (dev, size) */
 	uint64_t bump[FK_MAX_DEV];   /* next 64-bit device address (atomic) */
@@ -173,6 +175,7 @@ void fk_launch(int dev, uint64_t blocks);
 uint64_t fk_kernel_ns(uint64_t blocks);
 double fk_speed(int dev);
 void fk_enqueue(int dev, uint64_t dur);
+void fk_wait_ns(uint64_t ns); /* a synchronize's wait: sleep, then spin the last of it */
 struct fk_pidslot *fk_pid_slot(struct fk_dev *d, int pid); /* the caller's slot, under the lock */
 /* fake_slice.c: time slicing, on when the state's slice_ns is set */
 int fk_sliced(const struct fk_state *s);

@@ -1,6 +1,7 @@
 /* fake_gpu.c - the simulated GPUs: shared state files, memory, the kernel timeline. */
 
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,6 +29,20 @@ void fk_sleep_ns(uint64_t ns)
 	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
 	}
+}
+
+/* A synchronize's wait for about ns more of its work: asleep, then the last FK_SPIN_NS
+ * spinning (yielding), as a driver does where it has cores to spare (CUDA's default schedule):
+ * a process that synchronizes every 0.3 ms of work (the H200's probe) kept the card 97% busy;
+ * woken by a timer, it would come back 60-100 us late every time. */
+#define FK_SPIN_NS 150000ull
+void fk_wait_ns(uint64_t ns)
+{
+	if (ns > FK_SPIN_NS) {
+		fk_sleep_ns(ns - FK_SPIN_NS);
+		return;
+	}
+	sched_yield();
 }
 
 void fk_lock(struct fk_state *s)
@@ -201,6 +216,18 @@ static void init_once(void)
 	if (fk.boost_knee_pct >= 100)
 		fk.boost_knee_pct = 99;
 	fk.clock_mhz = env_u64("FAKEGPU_CLOCK_MHZ", 1500);
+	/* What this process's kernels draw (FAKEGPU_POWER, a fraction of a dense GEMM's: an H200
+	 * drew 236 W running a memory-bound elementwise loop 97% of the time, 691 W PyTorch's
+	 * matmuls) and the part of their time a faster clock does not shorten (FAKEGPU_MEMBOUND:
+	 * the elementwise loop all of it, the matmuls about a quarter). */
+	const char *pw = getenv("FAKEGPU_POWER");
+	double pv = pw ? strtod(pw, NULL) : 0;
+	fk.power_pct = pv > 0 && pv <= 1 ? (uint32_t)(pv * 100 + 0.5) : 0;
+	if (pw && !fk.power_pct)
+		fk.power_pct = 1;
+	const char *mb = getenv("FAKEGPU_MEMBOUND");
+	double mv = mb ? strtod(mb, NULL) : 0;
+	fk.membound_ppm = mv > 0 && mv <= 1 ? (uint64_t)(mv * 1e6) : 0;
 	if (fk.proc_sample_ns == 0)
 		fk.proc_sample_ns = 1000000000ull;
 	if (fk.sample_ns == 0)
@@ -312,6 +339,7 @@ struct fk_pidslot *fk_pid_slot(struct fk_dev *d, int pid)
 			s->used = s->used >= p->mem ? s->used - p->mem : 0;
 		p->pid = pid;
 		p->pidns = fk.pidns;
+		p->power_pct = fk.power_pct;
 		p->sched_ns = 0;
 		p->mem = 0;
 		s->queued[free_i] = 0; /* a dead process's queued work never runs */
@@ -339,14 +367,33 @@ uint64_t fk_kernel_ns(uint64_t blocks)
 void fk_launch(int dev, uint64_t blocks)
 {
 	uint64_t dur = blocks_ns(blocks);
-	if (fk.boost_ppm)
-		dur = (uint64_t)((double)dur / fk_speed(dev));
+	if (fk.boost_ppm) {
+		double m = (double)fk.membound_ppm / 1e6;
+		dur = (uint64_t)((double)dur * (m + (1 - m) / fk_speed(dev)));
+	}
 	fk_enqueue(dev, dur < fk.launch_ns ? fk.launch_ns : dur);
 }
 
+/* The device's load over [from, to) as power: busy time, each process's at its FAKEGPU_POWER
+ * (switches, and processes that set none, at a GEMM's). */
+static double power_load_locked(struct fk_state *s, uint64_t from, uint64_t to)
+{
+	double w = (double)(fk_busy_locked(s, -1, to) - fk_busy_locked(s, -1, from));
+	for (int i = 0; i < FK_PIDS; i++) {
+		uint32_t pct = s->pids[i].power_pct;
+		if (!s->pids[i].pid || !pct || pct >= 100)
+			continue;
+		uint64_t b = fk_busy_locked(s, i, to) - fk_busy_locked(s, i, from);
+		w -= (1 - (double)pct / 100) * (double)b;
+	}
+	return w > 0 ? w : 0;
+}
+
 /* How fast kernels run now, as a power-capped card clocks (FAKEGPU_BOOST): 1 when the device
- * was busy all of the last 100 ms, 1 + boost when busy less than the knee, linear between.
- * A kernel's speed is set at its launch; read at most every 10 ms per process. */
+ * drew full power all of the last 100 ms, 1 + boost below the knee, linear between; its power
+ * is its busy time, each process's at what its kernels draw (FAKEGPU_POWER; a GEMM's where
+ * unset: then busy time alone). A kernel's speed is set at its launch (FAKEGPU_MEMBOUND of it
+ * not sped up); read at most every 10 ms per process. */
 double fk_speed(int dev)
 {
 	if (!fk.boost_ppm)
@@ -359,9 +406,9 @@ double fk_speed(int dev)
 		return (double)ppm / 1e6;
 	struct fk_state *s = d->st;
 	fk_lock(s);
-	uint64_t busy = fk_busy_locked(s, -1, now) - fk_busy_locked(s, -1, now > window ? now - window : 0);
+	double load = power_load_locked(s, now > window ? now - window : 0, now);
 	fk_unlock(s);
-	double u = (double)busy / (double)window, knee = (double)fk.boost_knee_pct / 100;
+	double u = load / (double)window, knee = (double)fk.boost_knee_pct / 100;
 	double x = (1 - u) / (1 - knee);
 	x = x < 0 ? 0 : x > 1 ? 1 : x;
 	double speed = 1 + (double)fk.boost_ppm / 1e6 * x;
@@ -417,9 +464,12 @@ void fk_sync(int dev)
 		fk_slice_sync(d);
 		return;
 	}
-	uint64_t end = __atomic_load_n(&fk.dev[dev].last_end, __ATOMIC_RELAXED), now = fk_now();
-	if (end > now)
-		fk_sleep_ns(end - now);
+	for (;;) {
+		uint64_t end = __atomic_load_n(&fk.dev[dev].last_end, __ATOMIC_RELAXED), now = fk_now();
+		if (end <= now)
+			return;
+		fk_wait_ns(end - now);
+	}
 }
 
 /* The pid slot of (pid, pid namespace) on a device, -1 if it has none. */

@@ -118,7 +118,7 @@ void fk_slice_sync(struct fk_dev *d)
 		fk_unlock(s);
 		if (!left)
 			return;
-		fk_sleep_ns(left < 50000 ? 50000 : left);
+		fk_wait_ns(left);
 	}
 }
 

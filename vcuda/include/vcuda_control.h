@@ -29,6 +29,7 @@
 #define VCUDA_CONTROL_VERSION 1u
 #define VCUDA_CONTROL_FILE "vcuda.control" /* beside the config file */
 #define VCUDA_CONTROL_STALE_PERIODS 5
+#define VCUDA_SLOT_CONFINE 1u /* slot_flags: launch only within the slot */
 #define VCUDA_USAGE_MAGIC 0x47535556u /* bytes "VUSG" */
 #define VCUDA_USAGE_VERSION 1u
 #define VCUDA_USAGE_FILE "vcuda.usage" /* in the shared dir */
@@ -52,12 +53,15 @@ struct vcuda_control_device {
 	 * the slots one after the other: the limiter takes a slot period's credit at once, at its
 	 * slot's start, and a launch beyond it waits for the next start. The containers' queued
 	 * work then takes turns instead of time-slicing, which pays a context switch every slice.
-	 * slot_len_us is the node's plan (the target's part of the period); the limiter reads only
-	 * the start. */
+	 * Without VCUDA_SLOT_CONFINE in slot_flags, slot_len_us is the node's plan (the target's
+	 * part of the period) and the limiter reads only the start; with it, the limiter also
+	 * launches only within [start, start + len): a launch after the slot's end waits for the
+	 * next start, credit or not (where every tenant of the GPU has a slot, so that their
+	 * queues take turns although each has credit to spare). */
 	uint32_t slot_period_us;
 	uint32_t slot_start_us;
 	uint32_t slot_len_us;
-	uint32_t reserved; /* 0 */
+	uint32_t slot_flags; /* VCUDA_SLOT_* */
 };
 
 struct vcuda_control {
@@ -94,6 +98,7 @@ _Static_assert(offsetof(struct vcuda_control_device, period_us) == 44, "period a
 _Static_assert(offsetof(struct vcuda_control_device, slot_period_us) == 48, "slot period at 48");
 _Static_assert(offsetof(struct vcuda_control_device, slot_start_us) == 52, "slot start at 52");
 _Static_assert(offsetof(struct vcuda_control_device, slot_len_us) == 56, "slot length at 56");
+_Static_assert(offsetof(struct vcuda_control_device, slot_flags) == 60, "slot flags at 60");
 _Static_assert(offsetof(struct vcuda_control, dev) == 64, "control devices at 64");
 _Static_assert(sizeof(struct vcuda_control) == 64 + 64 * VCUDA_MAX_DEVICES, "control size");
 _Static_assert(sizeof(struct vcuda_usage_device) == 64, "usage device entry is one line");

@@ -12,7 +12,9 @@
  * VC_QUANTUM_NS more (launches are served in the order they added), so a held-back
  * container launches in bursts of that much of its rate, not one kernel at a time. Where the
  * node gives it a slot, the credit of each slot period comes at its slot's start (node.c),
- * and a launch beyond it waits for the next start.
+ * and a launch beyond it waits for the next start. A confining slot (where every tenant of the
+ * GPU has one) also ends the launches at the slot's end, credit or not: the hot path then also
+ * reads the clock, against the end the slow path set (vc_region_dev.gate_ns).
  * The cost of a launch is blocks x warps per block; of a graph, the sum over its kernel nodes
  * (measured at instantiate). The controller learns what a unit costs in GPU time.
  */
@@ -120,22 +122,28 @@ CUresult vc_admit_slow(int idx, uint64_t c, uint64_t cost)
 		struct vc_node_view nv;
 		int node = vc_node_state(idx, now, &nv);
 		if (node == VC_NODE_FRESH && nv.mode == VCUDA_CONTROL_UNLIMITED) {
+			__atomic_store_n(&rd->gate_ns, 0, __ATOMIC_RELAXED);
 			raise_refilled(rd, c);
 			return CUDA_SUCCESS;
 		}
 		if (node == VC_NODE_FRESH) {
 			uint64_t allowed = vc_node_allowed(&nv, now);
-			if (c <= allowed) {
+			uint64_t end = vc_node_slot_end(&nv, now);
+			if (c <= allowed && end) {
+				__atomic_store_n(&rd->gate_ns, end == UINT64_MAX ? 0 : end,
+						 __ATOMIC_RELAXED);
 				raise_refilled(rd, allowed);
 				return CUDA_SUCCESS;
 			}
 			/* wait for it: never for the local credit, which runs at the local rate
 			 * (a lone 10% container ran the whole GPU on it while the node allowed
-			 * 10%, fake driver); with a slot, until its next start */
+			 * 10%, fake driver); with a slot, until its next start (past a
+			 * confining slot's end, with credit or without) */
 			uint64_t next = vc_node_slot_next(&nv, now);
 			wait = next ? slot_wait(next - now) : admit_wait(c - allowed, cost, nv.rate);
 		} else if (mode == VC_MODE_UNLIMITED ||
 			   (node == VC_NODE_NEVER && vcg.dev[idx].core >= 100)) {
+			__atomic_store_n(&rd->gate_ns, 0, __ATOMIC_RELAXED);
 			raise_refilled(rd, c);
 			return CUDA_SUCCESS;
 		} else if (mode == VC_MODE_BOOT &&
@@ -144,6 +152,7 @@ CUresult vc_admit_slow(int idx, uint64_t c, uint64_t cost)
 			 * sampler paces BOOT at a rate in units, sampler.c) */
 			if (__atomic_fetch_add(&rd->boot_used, 1, __ATOMIC_ACQ_REL) <
 			    __atomic_load_n(&rd->boot_budget, __ATOMIC_ACQUIRE)) {
+				__atomic_store_n(&rd->gate_ns, 0, __ATOMIC_RELAXED);
 				raise_refilled(rd, c);
 				return CUDA_SUCCESS;
 			}
@@ -151,8 +160,10 @@ CUresult vc_admit_slow(int idx, uint64_t c, uint64_t cost)
 		} else {
 			vc_refill(idx, now);
 			uint64_t r = __atomic_load_n(&rd->refilled, __ATOMIC_ACQUIRE);
-			if (c <= r)
+			if (c <= r) {
+				__atomic_store_n(&rd->gate_ns, 0, __ATOMIC_RELAXED);
 				return CUDA_SUCCESS;
+			}
 			double rate = vc_bits2d(__atomic_load_n(&rd->rate_bits, __ATOMIC_RELAXED));
 			wait = admit_wait(c - r, cost, rate);
 		}
@@ -165,7 +176,8 @@ CUresult vc_admit_slow(int idx, uint64_t c, uint64_t cost)
 	}
 }
 
-/* The hot path: one atomic add and one load when within the allowance. */
+/* The hot path: one atomic add and two loads when within the allowance (and a clock read in a
+ * confining slot). */
 static inline CUresult admit(uint64_t cost)
 {
 	int idx;
@@ -178,9 +190,12 @@ static inline CUresult admit(uint64_t cost)
 	uint64_t c = __atomic_add_fetch(&vcg.usage->dev[idx].launched, cost, __ATOMIC_RELAXED);
 	if (!vcg.dev[idx].limited)
 		return CUDA_SUCCESS;
-	if (__builtin_expect(c <= __atomic_load_n(&vcg.region->dev[idx].refilled, __ATOMIC_ACQUIRE),
-			     1))
-		return CUDA_SUCCESS;
+	struct vc_region_dev *rd = &vcg.region->dev[idx];
+	if (__builtin_expect(c <= __atomic_load_n(&rd->refilled, __ATOMIC_ACQUIRE), 1)) {
+		uint64_t gate = __atomic_load_n(&rd->gate_ns, __ATOMIC_RELAXED);
+		if (__builtin_expect(!gate, 1) || vc_now() < gate)
+			return CUDA_SUCCESS;
+	}
 	return vc_admit_slow(idx, c, cost);
 }
 

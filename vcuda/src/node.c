@@ -134,6 +134,7 @@ static int read_entry(int idx, struct vc_node_view *v, uint64_t *seq)
 		v->slot_period_us = __atomic_load_n(&d->slot_period_us, __ATOMIC_ACQUIRE);
 		v->slot_start_us = __atomic_load_n(&d->slot_start_us, __ATOMIC_ACQUIRE);
 		v->slot_len_us = __atomic_load_n(&d->slot_len_us, __ATOMIC_ACQUIRE);
+		v->slot_flags = __atomic_load_n(&d->slot_flags, __ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&d->seq, __ATOMIC_ACQUIRE) == s1) {
 			*seq = s1;
 			return 1;
@@ -181,6 +182,17 @@ uint64_t vc_node_slot_next(const struct vc_node_view *v, uint64_t now)
 	uint64_t P = 1000ull * v->slot_period_us, start = 1000ull * v->slot_start_us;
 	uint64_t into = (now % P + P - start) % P;
 	return now + P - into;
+}
+
+/* With a confining slot (VCUDA_SLOT_CONFINE), the end of the slot now is in, or 0 where now is
+ * past its end (a launch waits for the next start, credit or not); without one, UINT64_MAX. */
+uint64_t vc_node_slot_end(const struct vc_node_view *v, uint64_t now)
+{
+	uint64_t next = vc_node_slot_next(v, now);
+	if (!next || !(v->slot_flags & VCUDA_SLOT_CONFINE) || v->slot_len_us >= v->slot_period_us)
+		return UINT64_MAX;
+	uint64_t end = next - 1000ull * v->slot_period_us + 1000ull * v->slot_len_us;
+	return now < end ? end : 0;
 }
 
 /* The node's allowance now: what it set at stamp_ns plus its rate since, for at most two

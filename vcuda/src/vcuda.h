@@ -99,7 +99,12 @@ struct vc_ctl { /* local controller state; only the elected sampler touches it *
 
 struct vc_region_dev {
 	uint64_t used; /* bytes reserved by the container; written under the lock */
-	char pad0[56];
+	/* With a confining slot (vcuda_control.h VCUDA_SLOT_CONFINE): the end of the slot the
+	 * credit was taken in; a launch after it takes the slow path, which waits for the next
+	 * start (0: no such slot). Container-wide: a process whose launches all fit the credit
+	 * another raised stops at the slot's end too. (atomic) */
+	uint64_t gate_ns;
+	char pad0[48];
 	uint64_t refilled;  /* cost units allowed so far (atomic); launched lives in vcuda.usage */
 	uint64_t refill_ns; /* when refilled was last advanced (atomic) */
 	uint64_t rate_bits; /* double, cost units per ns (atomic) */
@@ -229,13 +234,14 @@ struct vc_node_view {
 	uint32_t mode, period_us;
 	uint64_t allowance, stamp_ns;
 	double rate, fallback;
-	uint32_t slot_period_us, slot_start_us, slot_len_us;
+	uint32_t slot_period_us, slot_start_us, slot_len_us, slot_flags;
 };
 int vc_usage_attach(char *err, size_t errlen) VC_HIDDEN;
 void vc_control_attach(void) VC_HIDDEN;
 int vc_node_state(int idx, uint64_t now, struct vc_node_view *v) VC_HIDDEN;
 uint64_t vc_node_allowed(const struct vc_node_view *v, uint64_t now) VC_HIDDEN;
 uint64_t vc_node_slot_next(const struct vc_node_view *v, uint64_t now) VC_HIDDEN;
+uint64_t vc_node_slot_end(const struct vc_node_view *v, uint64_t now) VC_HIDDEN;
 void vc_node_tick(int idx, uint64_t now) VC_HIDDEN;
 static inline uint64_t vc_launched(int idx)
 {

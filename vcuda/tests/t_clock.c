@@ -81,6 +81,52 @@ int child_clock_probe(int argc, char **argv)
 	return 0;
 }
 
+/* args: uuid, want_ms, want_mhz: one process saturating the device, a kernel's GPU time and the
+ * SM clock NVML reports within 4% of what is wanted. */
+int child_clock_saturate(int argc, char **argv)
+{
+	CCHECK(argc == 3, "args");
+	const char *uuid = argv[0];
+	double want_ms = atof(argv[1]), want_mhz = atof(argv[2]), got;
+	unsigned mhz;
+	CUmodule m;
+	CUfunction f;
+	nvmlDevice_t h;
+	t_ctx(0);
+	CCHECK(cuModuleLoadData(&m, "fake") == CUDA_SUCCESS && cuModuleGetFunction(&f, m, "burn") == CUDA_SUCCESS,
+	       "function");
+	CCHECK(nvmlInit_v2() == NVML_SUCCESS && nvmlDeviceGetHandleByIndex_v2(0, &h) == NVML_SUCCESS, "nvml");
+	measure(uuid, f, h, -1, &got, &mhz);
+	t_note("saturating: a kernel took %.3f ms (want %.3f), SM %u MHz (want %.0f)", got, want_ms, mhz, want_mhz);
+	CCHECK(got > want_ms * 0.96 && got < want_ms * 1.04, "a kernel took %.3f ms, want %.3f", got, want_ms);
+	CCHECK(mhz > want_mhz * 0.96 && mhz < want_mhz * 1.04, "SM %u MHz, want %.0f", mhz, want_mhz);
+	return 0;
+}
+
+/* FAKEGPU_POWER, FAKEGPU_MEMBOUND: the clock follows what the kernels draw, not busy time. The
+ * H200 held 1980 MHz with its memory-bound elementwise probe 97% busy (236 W) and 1455 with
+ * PyTorch's matmuls (691 W), and the probe's kernels were no faster for it. */
+void test_fake_clock_follows_power(void)
+{
+	const struct {
+		const char *power, *membound, *want_ms, *want_mhz;
+	} cases[] = {
+		{ "FAKEGPU_POWER=1", "FAKEGPU_MEMBOUND=0", "1", "1473" },         /* a GEMM: capped */
+		{ "FAKEGPU_POWER=0.13", "FAKEGPU_MEMBOUND=0", "0.8333", "1768" }, /* low draw: boosted */
+		{ "FAKEGPU_POWER=0.13", "FAKEGPU_MEMBOUND=1", "1", "1768" },      /* and bound by memory */
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct t_fake_gpu g;
+		CHECK(t_fake_gpu(&g) == 0, "config");
+		const char *env[] = { g.devices, g.config, "FAKEGPU_NS_PER_BLOCK=1000", "FAKEGPU_BOOST=0.2",
+				      "FAKEGPU_CLOCK_MHZ=1473", cases[i].power, cases[i].membound, NULL };
+		const char *args[] = { "clock_saturate", g.uuid, cases[i].want_ms, cases[i].want_mhz, NULL };
+		char out[4096];
+		int rc = t_run(env, args, out, sizeof(out));
+		CHECK(rc == 0, "%s %s: child exit %d:\n%s", cases[i].power, cases[i].membound, rc, out);
+	}
+}
+
 /* FAKEGPU_BOOST, FAKEGPU_CLOCK_MHZ: kernels run faster on a lightly loaded device, NVML says so. */
 void test_fake_power_capped_clocks(void)
 {

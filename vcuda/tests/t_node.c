@@ -51,6 +51,8 @@ struct node {
 	int core;            /* the config's share (0: 30) */
 	char usage[300];     /* the container's vcuda.usage: the allowance starts from its count */
 	uint32_t slot[3];    /* the slot it gives: period, start, length (us; 0: none) */
+	uint32_t slot_flags; /* VCUDA_SLOT_* */
+	long queue_us;       /* the fake GPU's queue (FAKEGPU_MAX_QUEUE_US; 0: its default, 20 ms) */
 	struct watch *watch; /* watches the container's launches while the node runs */
 	pthread_t watch_th;
 	int stop; /* atomic */
@@ -73,6 +75,7 @@ static void publish(struct node *n, uint64_t allowance, double rate, uint64_t no
 	__atomic_store_n(&d->slot_period_us, n->slot[0], __ATOMIC_SEQ_CST);
 	__atomic_store_n(&d->slot_start_us, n->slot[1], __ATOMIC_SEQ_CST);
 	__atomic_store_n(&d->slot_len_us, n->slot[2], __ATOMIC_SEQ_CST);
+	__atomic_store_n(&d->slot_flags, n->slot_flags, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&d->seq, s + 2, __ATOMIC_SEQ_CST);
 }
 
@@ -179,7 +182,7 @@ static struct vcuda_usage_device usage_of(const struct t_container *ct)
 static double run(struct t_container *ct, struct node *n, long ms, long measure_ms,
 		  uint64_t *launched)
 {
-	char uuid[64], devs[128], cfg[300], dur[32];
+	char uuid[64], devs[128], cfg[300], dur[32], queue[64];
 	t_uuid(uuid);
 	t_container(ct, VCUDA_POLICY_FIXED);
 	t_container_dev(ct, uuid, 1024, n->core ? n->core : 30); /* the config's share is the local fallback's */
@@ -188,7 +191,8 @@ static double run(struct t_container *ct, struct node *n, long ms, long measure_
 	snprintf(devs, sizeof(devs), "FAKEGPU_DEVICES=%s:81920", uuid);
 	snprintf(cfg, sizeof(cfg), "VCUDA_CONFIG=%s", ct->cfg);
 	snprintf(dur, sizeof(dur), "%ld", ms);
-	const char *env[] = { devs, cfg, "FAKEGPU_NS_PER_BLOCK=1000", NULL };
+	snprintf(queue, sizeof(queue), "FAKEGPU_MAX_QUEUE_US=%ld", n->queue_us);
+	const char *env[] = { devs, cfg, "FAKEGPU_NS_PER_BLOCK=1000", n->queue_us ? queue : NULL, NULL };
 	const char *args[] = { "burn", "200", "256", "kernel", dur, NULL };
 	pid_t pids[2];
 	for (int i = 0; i < 2; i++)
@@ -377,6 +381,40 @@ void test_node_slots(void)
 			continue;
 		CHECK(fabs(got - 30) <= 3, "share %.1f%%, want the node's 30 +- 3", got);
 		CHECK(inside >= 90, "%.0f%% of the launches in the slot, want 90%% or more", inside);
+		return;
+	}
+}
+
+/* A confining slot ends the launches at the slot's end, credit or not. The node allows 90% and
+ * gives a 12 ms slot of every 40: plain, the container spends its credit whenever (a third of
+ * its launches in the slot, 90% of the GPU); confining, all its launches come in the slot, and
+ * with 2 ms queued at most (a program that synchronizes) it gets the slot and that queue: 35%.
+ * (Launches queue ahead of the GPU: with the fake's 20 ms, 80%. The node's credit, not the
+ * slot, holds a share.) */
+void test_node_slot_confines(void)
+{
+	for (int attempt = 1;; attempt++) {
+		double got[2], inside[2];
+		for (int confine = 0; confine < 2; confine++) {
+			struct t_container ct;
+			struct watch w = { .period_us = 40000, .start_us = 10000, .len_us = 12000 };
+			struct node n = { .share = 0.90, .mode = VCUDA_CONTROL_LIMITED, .beats = -1,
+					  .slot = { 40000, 10000, 12000 },
+					  .slot_flags = confine ? VCUDA_SLOT_CONFINE : 0, .queue_us = 2000,
+					  .watch = &w };
+			uint64_t launched;
+			got[confine] = run(&ct, &n, 2500, 1500, &launched);
+			inside[confine] = w.in + w.out ? 100.0 * (double)w.in / (double)(w.in + w.out) : 0;
+			t_note("node allows 90%% in a 12 ms slot of 40, %s: %.1f%%; %.0f%% of the launches in the slot",
+			       confine ? "confining" : "plain", got[confine], inside[confine]);
+		}
+		int ok = fabs(got[1] - 35) <= 4 && inside[1] >= 90 && got[0] >= 80 && inside[0] < 60;
+		if (attempt < ATTEMPTS && !ok)
+			continue;
+		CHECK(fabs(got[1] - 35) <= 4, "confining: share %.1f%%, want the slot and the queue's 35 +- 4", got[1]);
+		CHECK(inside[1] >= 90, "confining: %.0f%% of the launches in the slot, want 90%% or more", inside[1]);
+		CHECK(got[0] >= 80 && inside[0] < 60, "plain: share %.1f%%, %.0f%% in the slot; want the node's 90%% spent anywhere",
+		      got[0], inside[0]);
 		return;
 	}
 }

@@ -38,6 +38,9 @@
  *   --graph N           launch a CUDA graph of N kernel nodes (each --grid x --block) instead of
  *                       single kernels (default 0: kernels)
  *   --memset-kib N      after each launch, cuMemsetD8 N KiB of a device buffer (default 0)
+ *   --batch N           cuCtxSynchronize after every N launches, as programs wait for their
+ *                       results (PyTorch's loop in the GPU check: 4 matmuls, the probe's: 64
+ *                       elementwise kernels); default 0: never (the queue stays full)
  *   --duty F            fake driver only: keep this process's GPU busy time at F of the wall
  *                       time in each 500 ms (0 < F < 1; default 0: back to back), e.g. a foreign
  *                       process that takes a fifth of the GPU
@@ -147,6 +150,8 @@ static int parse(int argc, char **argv, struct opts *o)
 			o->graph = (unsigned)atoi(v);
 		else if (strcmp(a, "--memset-kib") == 0)
 			o->memset_kib = strtoull(v, NULL, 10);
+		else if (strcmp(a, "--batch") == 0)
+			o->batch = (unsigned)atoi(v);
 		else if (strcmp(a, "--duty") == 0)
 			o->duty = atof(v);
 		else if (strcmp(a, "--stamps") == 0)
@@ -268,6 +273,8 @@ static int launch_one(struct run *r)
 	if (r->buf && (rc = cuMemsetD8_v2(r->buf, 0, r->o->memset_kib << 10)) != CUDA_SUCCESS)
 		return err(r, "cuMemsetD8", rc);
 	r->launches++;
+	if (r->o->batch && r->launches % r->o->batch == 0 && (rc = cuCtxSynchronize()) != CUDA_SUCCESS)
+		return err(r, "cuCtxSynchronize (--batch)", rc);
 	return 0;
 }
 

@@ -23,7 +23,7 @@ struct opts {
 	int device;
 	unsigned long long chunk_mib, max_alloc_mib, hold_mib;
 	double seconds;
-	unsigned grid, block, graph;
+	unsigned grid, block, graph, batch;
 	unsigned long long ns_per_block, memset_kib;
 	double duty;
 	const char *stamps; /* --stamps FILE, NULL: not set */
