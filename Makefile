@@ -238,11 +238,12 @@ gpu-bundle-smoke: gpu-bundle
 # A rehearsal of a GPU draw: the bundle's binary runs every share row (single, pair, mixed,
 # triple, balance; 10 s tenants, ~2.5 min) and the slicing rows on the fake driver behaving as the H200 did (one
 # per-process sample a round reading the whole device, device samples every 200 ms) and
-# time-slicing contexts (2 ms slices, 170 us switches: two unlimited tenants get 46 + 46% of
-# their solo rates, as two on the H200 got 45.9 + 45.9), its clocks power-capped (kernels up
-# to 1.2x faster below 60% busy, as the H200 clocked 1980 MHz there and 1473 at full load);
-# the fake stand-ins run two programs 8x apart in cost per unit, the PyTorch stand-in
-# setting up for 3 s as PyTorch imports. Its table (also in _output/gpu-bundle-rehearsal.txt, the
+# time-slicing contexts (2.1 ms slices, 155 us switches: two unlimited tenants get 46 + 46% of
+# their solo rates, as two on the H200 got 45.9 + 45.9), its clock following power (kernels up
+# to 1.36x faster below 62% of a GEMM's full draw, as the H200 clocked 1980 MHz there and 1455
+# at 700 W); the fake stand-ins run PyTorch's matmul loop and the probe's elementwise loop as
+# the H200 did (what they draw, how often they synchronize), PyTorch's setting up for 3 s as it
+# imports. Its table (also in _output/gpu-bundle-rehearsal.txt, the
 # controller's log beside it) says what the check would report before GPU time is spent
 # (not part of make test: a machine's load moves its figures).
 gpu-bundle-rehearsal: gpu-bundle
@@ -250,7 +251,8 @@ gpu-bundle-rehearsal: gpu-bundle
 	 LD_LIBRARY_PATH=$(ROOT)/vcuda/_build/fake FAKEGPU_DIR=$$fk \
 		FAKEGPU_DEVICES=GPU-8b1c0d2e-0000-4000-8000-000000000001:8192 FAKE_WORKLOAD=$(ROOT)/vcuda/_build/workload \
 		FAKEGPU_PROC_WHOLE=1 FAKEGPU_SAMPLE_US=200000 FAKEGPU_PROC_SAMPLE_US=200000 \
-		FAKEGPU_SLICE_US=2000 FAKEGPU_SWITCH_US=170 FAKEGPU_BOOST=0.2 FAKEGPU_CLOCK_MHZ=1473 FAKE_IMPORT_SECS=3 \
+		FAKEGPU_SLICE_US=2100 FAKEGPU_SWITCH_US=155 FAKEGPU_BOOST=0.36 FAKEGPU_BOOST_KNEE=62 FAKEGPU_CLOCK_MHZ=1455 \
+		FAKE_IMPORT_SECS=3 \
 		$(GPU_BUNDLE)/vgpu-gpu-check -lib $(GPU_BUNDLE)/libvcuda.so -programs $(ROOT)/cmd/vgpu-gpu-check/testdata/fake \
 		-probe $(ROOT)/cmd/vgpu-gpu-check/testdata/fake/probe -slicing $(ROOT)/cmd/vgpu-gpu-check/testdata/fake/slicing \
 		-use pytorch,probe -only single,pair,slicing,mixed,triple,balance \

@@ -144,9 +144,10 @@ type tenantState struct {
 
 // GPU is the controller of one GPU. Not safe for concurrent use.
 type GPU struct {
-	tenants map[string]*tenantState
-	est     *estimator
-	period  uint64
+	tenants    map[string]*tenantState
+	unconfined bool // slots never confine (Runner.Unconfined)
+	est        *estimator
+	period     uint64
 	// saturated counts consecutive periods the GPU was busy throughout although
 	// the active shares leave room: the attribution is then off (work queues),
 	// and every limited tenant backs off until the GPU shows idle time again.
@@ -426,7 +427,7 @@ func (g *GPU) Step(in Input) []Decision {
 		}
 	}
 	// every active tenant held to a rate: their slots confine
-	confine := active == len(slotted) && foreign < confineForeign
+	confine := active == len(slotted) && foreign < confineForeign && !g.unconfined
 	fracs := make(map[string]float64, len(out))
 	for _, d := range out {
 		fracs[d.Key] = g.tenants[d.Key].frac

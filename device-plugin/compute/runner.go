@@ -143,6 +143,9 @@ type Runner struct {
 	Owners func(hostPID uint32) (key string, ok bool)
 	// Observe, when set, sees every period's decisions (metrics, tests).
 	Observe func(Observation)
+	// Unconfined: launch slots never confine (limiter.confineSlots: false);
+	// they only say when each tenant's credit comes (assignSlots).
+	Unconfined bool
 
 	gpus    map[string]*GPU
 	files   map[string]*controlMap
@@ -280,6 +283,7 @@ func (r *Runner) Tick(ctx context.Context) {
 		g := r.gpus[uuid]
 		if g == nil {
 			g = NewGPU()
+			g.unconfined = r.Unconfined
 			r.gpus[uuid] = g
 		}
 		in := Input{BusyNs: busy, PeriodNs: period, ClockMHz: gs.clockOver(w.StartNs, w.EndNs), NowNs: now, LagNs: float64(now - min(now, w.EndNs)),

@@ -152,3 +152,20 @@ func TestSimH200Shares(t *testing.T) {
 		})
 	}
 }
+
+// TestSimUnconfined: limiter.confineSlots false (Runner.Unconfined) gives
+// the pair its slots without confining them, and the pair time-slices as
+// before the slots confined.
+func TestSimUnconfined(t *testing.T) {
+	for _, unconfined := range []bool{false, true} {
+		o := simH200()
+		o.unconfined = unconfined
+		got, obs := simulate(t, []simTenant{simT("a", 50, simTorch), simT("b", 50, simTorch)}, o)
+		for _, d := range obs.Decisions {
+			if d.Control.Slot.PeriodUs == 0 || d.Control.Slot.Confine == unconfined {
+				t.Errorf("unconfined %v: %s's slot %+v", unconfined, d.Key, d.Control.Slot)
+			}
+		}
+		t.Logf("unconfined %v: %s", unconfined, simString(got))
+	}
+}

@@ -391,7 +391,7 @@ func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]floa
 	}
 	var obs Observation
 	var r *Runner
-	r = &Runner{Source: g, Clock: func() uint64 { return uint64(g.now) }, Poll: 20 * time.Millisecond,
+	r = &Runner{Source: g, Clock: func() uint64 { return uint64(g.now) }, Poll: 20 * time.Millisecond, Unconfined: opts.unconfined,
 		Observe: func(o Observation) {
 			obs = o
 			if opts.fittedAt != nil && o.Fitted && *opts.fittedAt < 0 {
@@ -479,6 +479,7 @@ type simOptions struct {
 	phase             time.Duration      // where the driver's sample clock is: stamps this long after whole periods
 	boost             float64            // power-capped clocks (simGPU.speed): kernels up to 1 + boost as fast below full load
 	powerClock        bool               // the clock follows power (simProgram.power), not busy time
+	unconfined        bool               // Runner.Unconfined (limiter.confineSlots: false)
 	rates             map[string]float64 // where set: each tenant's kernels completed per second over the second half
 	blindClock        bool               // the driver does not report the SM clock
 	fittedAt          *time.Duration     // where set: when the fit first split the tenants' costs (-1: never)

@@ -80,6 +80,11 @@ type Limiter struct {
 	// their contexts fit the card. Absent or 0: not counted. Models measured
 	// on a real card (MeasuredContextMiB) are filled in unless named here.
 	ContextMiB map[string]uint32 `json:"contextMiB,omitempty"`
+	// ConfineSlots: where every tenant active on a GPU is held to a rate,
+	// each launches only within its slot of every 1/30 s, so that their
+	// queues take turns instead of time-slicing (docs/limiter.md). Default
+	// true; false: the slots only say when each tenant's credit comes.
+	ConfineSlots *bool `json:"confineSlots,omitempty"`
 }
 
 // MeasuredContextMiB is limiter.contextMiB for the models whose context the
@@ -239,6 +244,10 @@ func (c *Config) applyDefaults() {
 		t := true
 		l.Preload = &t
 	}
+	if l.ConfineSlots == nil {
+		t := true
+		l.ConfineSlots = &t
+	}
 	if l.ContextMiB == nil {
 		l.ContextMiB = map[string]uint32{}
 	}
@@ -297,6 +306,9 @@ func defDuration(d *Duration, v time.Duration) {
 func (c *Config) PluginSocket() string {
 	return filepath.Join(c.Kubelet.DevicePluginsDir, c.Kubelet.SocketName)
 }
+
+// SlotsConfine reports whether launch slots confine (limiter.confineSlots).
+func (c *Config) SlotsConfine() bool { return c.Limiter.ConfineSlots == nil || *c.Limiter.ConfineSlots }
 
 // PreloadEnabled reports whether /etc/ld.so.preload is mounted.
 func (c *Config) PreloadEnabled() bool { return c.Limiter.Preload == nil || *c.Limiter.Preload }

@@ -57,6 +57,16 @@ func TestParse(t *testing.T) {
 				t.Errorf("default context MiB = %d, want 0", v)
 			}
 		}},
+		{name: "launch slots confine by default", yaml: "version: v1", check: func(t *testing.T, c Config) {
+			if !c.SlotsConfine() {
+				t.Errorf("limiter.confineSlots = %v, want true by default", c.Limiter.ConfineSlots)
+			}
+		}},
+		{name: "launch slots that only pace credit", yaml: "version: v1\nlimiter:\n  confineSlots: false", check: func(t *testing.T, c Config) {
+			if c.SlotsConfine() {
+				t.Errorf("limiter.confineSlots: false read as %v", *c.Limiter.ConfineSlots)
+			}
+		}},
 		// measured on an H200 (the gpu bundle, 2026-11-27): filled in unless named
 		{name: "context size measured for the H200", yaml: "version: v1", check: func(t *testing.T, c Config) {
 			if v := c.Limiter.ContextMiBFor("NVIDIA H200"); v != 612 {

@@ -64,7 +64,8 @@ func (p *Plugin) Run(ctx context.Context, restart <-chan struct{}) error {
 		goRun("image reports", func() error { p.imageReportLoop(ctx); return nil })
 	}
 	if src, ok := p.opts.Lib.(interface{ ComputeSource() compute.Source }); ok {
-		r := &compute.Runner{Source: src.ComputeSource(), List: p.tenancies, Clock: compute.Monotonic, Observe: p.observe}
+		r := &compute.Runner{Source: src.ComputeSource(), List: p.tenancies, Clock: compute.Monotonic, Observe: p.observe,
+			Unconfined: !p.opts.Config.SlotsConfine()}
 		if !p.opts.Config.MemoryGuard.Disabled {
 			// Owners: each tenant's GPU time is calibrated from NVML's
 			// per-process samples, mapped host pid -> cgroup -> container

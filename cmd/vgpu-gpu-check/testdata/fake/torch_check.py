@@ -1,6 +1,10 @@
 # Stands in for programs/torch_check.py on the project's fake driver (TestFakeDriverEndToEnd):
-# the same modes, done by vcuda's workload program ($FAKE_WORKLOAD). burn launches wide kernels,
-# elem (the probe's mode, see probe) narrow ones of another shape.
+# the same modes, done by vcuda's workload program ($FAKE_WORKLOAD). burn does what PyTorch's
+# loop did on the H200 (2026-11-29): matmuls of 1.67 ms at the full-load clock, four then a
+# synchronize, drawing a GEMM's power, a quarter of their time bound by memory; elem what the
+# probe's elementwise loop did (short kernels of another shape, synchronized every 0.3 ms or so
+# of work, drawing 0.13 of that power, bound by memory: no faster for a higher clock), its
+# kernels ten times the probe's 4.6 us so that a small machine keeps launching them.
 import json
 import os
 import subprocess
@@ -14,8 +18,8 @@ from vgpu_start import start_line  # noqa: E402
 W = os.environ["FAKE_WORKLOAD"]
 
 
-def workload(*args):
-    p = subprocess.run([W, *args], capture_output=True, text=True)
+def workload(*args, env=None):
+    p = subprocess.run([W, *args], capture_output=True, text=True, env={**os.environ, **(env or {})})
     for line in p.stdout.splitlines():
         if line.startswith("{"):
             r = json.loads(line)
@@ -43,11 +47,16 @@ elif mode == "hold":  # the probe's: PATH GIB SECS [unlink]
     r = workload(*args, "--grid", "1", "--block", "32")
     out(allocated_mib=r["held_mib"], refused=False)
 elif mode in ("burn", "elem"):
-    shape = ["--grid", "200", "--block", "256"] if mode == "burn" else ["--grid", "2000", "--block", "32"]
+    if mode == "burn":
+        shape = ["--grid", "200", "--block", "256", "--ns-per-block", "8350", "--batch", "4"]
+        draw = {"FAKEGPU_POWER": "1", "FAKEGPU_MEMBOUND": "0.25"}
+    else:
+        shape = ["--grid", "2000", "--block", "32", "--ns-per-block", "23", "--batch", "8"]
+        draw = {"FAKEGPU_POWER": "0.13", "FAKEGPU_MEMBOUND": "1"}
     if mode == "burn":  # PyTorch's import and setup take seconds, the probe's under one
         time.sleep(float(os.environ.get("FAKE_IMPORT_SECS", "0")))
     start_line()
-    r = workload("--seconds", sys.argv[2], *shape)
+    r = workload("--seconds", sys.argv[2], *shape, env=draw)
     # over the second half, as the real programs measure (the limiter has settled by then)
     out(rate=r["half_launches"] / max(r["half_seconds"], 1e-9), util_share=r["util_share"])
 elif mode == "slicing":  # the slicing program (programs/slicing.cu): SECS OUT [PERIOD_US START_US LEN_US FILL]
