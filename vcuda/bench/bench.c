@@ -4,12 +4,19 @@
  * and writes the difference to BENCHMARKS.md. Prints one line:
  *   launch_ns=.. alloc_ns=.. free_ns=.. control_ns=..  (each the median of 7 rounds;
  *   control is cuCtxGetDevice, which libvcuda does not hook: the noise floor)
+ * BENCH_NODE=plain|confine: first writes $VCUDA_CONTROL as a node controller would, limited
+ * with credit to spare, and with confine a confining launch slot that holds the whole run (the
+ * hot path then reads the clock against the slot's end).
  */
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "../include/cuda_api.h"
+#include "../include/vcuda_control.h"
 
 #define ROUNDS 7
 #define LAUNCHES 400000
@@ -34,8 +41,45 @@ static double median(double *v)
 	return v[ROUNDS / 2];
 }
 
+/* The node's decision for device 0: limited, credit to spare, a slot of 4000 s less 1 us. */
+static int write_control(const char *mode)
+{
+	const char *path = getenv("VCUDA_CONTROL");
+	if (!path)
+		return -1;
+	struct vcuda_control c;
+	memset(&c, 0, sizeof(c));
+	c.magic = VCUDA_CONTROL_MAGIC;
+	c.version = VCUDA_CONTROL_VERSION;
+	c.size = sizeof(c);
+	c.device_count = 1;
+	double rate = 1.0; /* units per ns */
+	struct vcuda_control_device *d = &c.dev[0];
+	d->seq = 2;
+	d->allowance = 1ull << 50;
+	memcpy(&d->rate_bits, &rate, sizeof(rate));
+	memcpy(&d->fallback_bits, &rate, sizeof(rate));
+	d->stamp_ns = (uint64_t)now_ns();
+	d->mode = VCUDA_CONTROL_LIMITED;
+	d->period_us = 10000000;
+	d->slot_period_us = 4000000000u;
+	d->slot_len_us = 4000000000u - 1;
+	d->slot_flags = strcmp(mode, "confine") == 0 ? VCUDA_SLOT_CONFINE : 0;
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0)
+		return -1;
+	int ok = write(fd, &c, sizeof(c)) == (ssize_t)sizeof(c);
+	close(fd);
+	return ok ? 0 : -1;
+}
+
 int main(void)
 {
+	const char *node = getenv("BENCH_NODE");
+	if (node && write_control(node) != 0) {
+		fprintf(stderr, "bench: BENCH_NODE=%s: cannot write $VCUDA_CONTROL\n", node);
+		return 1;
+	}
 	CUdevice d;
 	CUcontext c;
 	CUmodule m;
