@@ -240,6 +240,12 @@ void vc_node_tick(int idx, uint64_t now)
 									   __ATOMIC_RELEASE,
 									   __ATOMIC_RELAXED)) {
 			}
+			/* a slot that has just come to confine: launches on credit taken before
+			 * look at its end from now on (the slow path keeps it after) */
+			uint64_t end = vc_node_slot_end(&v, now), zero = 0;
+			if (end != UINT64_MAX)
+				__atomic_compare_exchange_n(&rd->gate_ns, &zero, end ? end : now, 0,
+							    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 		}
 		return;
 	}
