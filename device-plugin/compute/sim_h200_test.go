@@ -27,6 +27,19 @@ func simH200() simOptions {
 		delay: 20 * time.Millisecond, window: sampleWindow, boost: 0.36, powerClock: true, rates: map[string]float64{}}
 }
 
+// simSolo runs each of the card's programs alone on the simulated H200 and
+// returns its rate (kernels per second).
+func simSolo(t *testing.T) map[*simProgram]float64 {
+	t.Helper()
+	solo := map[*simProgram]float64{}
+	for _, p := range []*simProgram{&simTorch, &simProbe} {
+		o := simH200()
+		simulate(t, []simTenant{simT("solo", 0, *p)}, o)
+		solo[p] = o.rates["solo"]
+	}
+	return solo
+}
+
 // simRates runs specs on the simulated H200 and returns each tenant's rate
 // as a percentage of its program's solo rate, and its share of the GPU's
 // time; solo holds the solo rates by program.
@@ -56,12 +69,7 @@ func simRates(t *testing.T, specs []simTenant, solo map[*simProgram]float64) (ra
 // and 82.1 at 50 and 70 and 73.4 + 13.2 for the unlimited pair's 84.0 +
 // 11.1; programs without synchronizes 53.1 + 50.1 for it.
 func TestSimH200Table(t *testing.T) {
-	solo := map[*simProgram]float64{}
-	for _, p := range []*simProgram{&simTorch, &simProbe} {
-		o := simH200()
-		simulate(t, []simTenant{simT("solo", 0, *p)}, o)
-		solo[p] = o.rates["solo"]
-	}
+	solo := simSolo(t)
 	// the card's solo rates: 598.7-600.1 matmuls/s, 2.171e5 elementwise/s
 	for _, c := range []struct {
 		p    *simProgram
@@ -108,12 +116,7 @@ func TestSimH200Table(t *testing.T) {
 // switch or two for each batch while the fit charged it the switches' time
 // (0.15-0.17 ns per unit for its true 0.14).
 func TestSimH200Shares(t *testing.T) {
-	solo := map[*simProgram]float64{}
-	for _, p := range []*simProgram{&simTorch, &simProbe} {
-		o := simH200()
-		simulate(t, []simTenant{simT("solo", 0, *p)}, o)
-		solo[p] = o.rates["solo"]
-	}
+	solo := simSolo(t)
 	balance := simT("b", 30, simTorch)
 	balance.policy = api.ComputeBalance
 	tests := []struct {

@@ -56,18 +56,24 @@ static void measure(const char *uuid, CUfunction f, nvmlDevice_t h, double gap_m
 	*per_kernel_ms = (double)(own_gpu_ns(uuid) - b0) / 1e6 / (double)n;
 }
 
+/* A context on device 0, its burn function and its NVML handle. */
+static void open_device(CUfunction *f, nvmlDevice_t *h)
+{
+	CUmodule m;
+	t_ctx(0);
+	CCHECK(cuModuleLoadData(&m, "fake") == CUDA_SUCCESS && cuModuleGetFunction(f, m, "burn") == CUDA_SUCCESS,
+	       "function");
+	CCHECK(nvmlInit_v2() == NVML_SUCCESS && nvmlDeviceGetHandleByIndex_v2(0, h) == NVML_SUCCESS, "nvml");
+}
+
 /* args: uuid. 1000 blocks at 1000 ns: 1 ms at the full-load clock. */
 int child_clock_probe(int argc, char **argv)
 {
 	CCHECK(argc == 1, "args");
 	const char *uuid = argv[0];
-	CUmodule m;
 	CUfunction f;
 	nvmlDevice_t h;
-	t_ctx(0);
-	CCHECK(cuModuleLoadData(&m, "fake") == CUDA_SUCCESS && cuModuleGetFunction(&f, m, "burn") == CUDA_SUCCESS,
-	       "function");
-	CCHECK(nvmlInit_v2() == NVML_SUCCESS && nvmlDeviceGetHandleByIndex_v2(0, &h) == NVML_SUCCESS, "nvml");
+	open_device(&f, &h);
 	double light, full;
 	unsigned light_mhz, full_mhz;
 	measure(uuid, f, h, 2.5, &light, &light_mhz); /* busy ~25% */
@@ -89,13 +95,9 @@ int child_clock_saturate(int argc, char **argv)
 	const char *uuid = argv[0];
 	double want_ms = atof(argv[1]), want_mhz = atof(argv[2]), got;
 	unsigned mhz;
-	CUmodule m;
 	CUfunction f;
 	nvmlDevice_t h;
-	t_ctx(0);
-	CCHECK(cuModuleLoadData(&m, "fake") == CUDA_SUCCESS && cuModuleGetFunction(&f, m, "burn") == CUDA_SUCCESS,
-	       "function");
-	CCHECK(nvmlInit_v2() == NVML_SUCCESS && nvmlDeviceGetHandleByIndex_v2(0, &h) == NVML_SUCCESS, "nvml");
+	open_device(&f, &h);
 	measure(uuid, f, h, -1, &got, &mhz);
 	t_note("saturating: a kernel took %.3f ms (want %.3f), SM %u MHz (want %.0f)", got, want_ms, mhz, want_mhz);
 	CCHECK(got > want_ms * 0.96 && got < want_ms * 1.04, "a kernel took %.3f ms, want %.3f", got, want_ms);
