@@ -252,7 +252,7 @@ gpu-bundle-rehearsal: gpu-bundle
 		FAKEGPU_DEVICES=GPU-8b1c0d2e-0000-4000-8000-000000000001:8192 FAKE_WORKLOAD=$(ROOT)/vcuda/_build/workload \
 		FAKEGPU_PROC_WHOLE=1 FAKEGPU_SAMPLE_US=200000 FAKEGPU_PROC_SAMPLE_US=200000 \
 		FAKEGPU_SLICE_US=2100 FAKEGPU_SWITCH_US=155 FAKEGPU_BOOST=0.36 FAKEGPU_BOOST_KNEE=62 FAKEGPU_CLOCK_MHZ=1455 \
-		FAKE_IMPORT_SECS=3 \
+		FAKE_IMPORT_SECS=3 FAKE_AS_H200=1 \
 		$(GPU_BUNDLE)/vgpu-gpu-check -lib $(GPU_BUNDLE)/libvcuda.so -programs $(ROOT)/cmd/vgpu-gpu-check/testdata/fake \
 		-probe $(ROOT)/cmd/vgpu-gpu-check/testdata/fake/probe -slicing $(ROOT)/cmd/vgpu-gpu-check/testdata/fake/slicing \
 		-use pytorch,probe -only single,pair,slicing,mixed,triple,balance \

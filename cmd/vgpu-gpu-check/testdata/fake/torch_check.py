@@ -1,10 +1,15 @@
 # Stands in for programs/torch_check.py on the project's fake driver (TestFakeDriverEndToEnd):
-# the same modes, done by vcuda's workload program ($FAKE_WORKLOAD). burn does what PyTorch's
-# loop did on the H200 (2026-11-29): matmuls of 1.67 ms at the full-load clock, four then a
-# synchronize, drawing a GEMM's power, a quarter of their time bound by memory; elem what the
-# probe's elementwise loop did (short kernels of another shape, synchronized every 0.3 ms or so
-# of work, drawing 0.13 of that power, bound by memory: no faster for a higher clock), its
-# kernels ten times the probe's 4.6 us so that a small machine keeps launching them.
+# the same modes, done by vcuda's workload program ($FAKE_WORKLOAD). burn launches wide kernels,
+# elem (the probe's mode, see probe) narrow ones of another shape, each keeping its queue full.
+# With FAKE_AS_H200=1 (make gpu-bundle-rehearsal) they do what the H200 ran (2026-11-29) instead:
+# burn PyTorch's loop, matmuls of 1.67 ms at the full-load clock, four then a synchronize,
+# drawing a GEMM's power, a quarter of their time bound by memory; elem the probe's elementwise
+# loop, short kernels synchronized every 0.3 ms or so of work, drawing 0.13 of that power, bound
+# by memory (no faster for a higher clock), its kernels ten times the probe's 4.6 us so that a
+# small machine keeps launching them. Programs that synchronize that often are only as fast as
+# the machine schedules them: the tests' stand-ins keep their queues full, which a busy CI
+# machine cannot slow (a fresh clone's make test beside a busy loop read the probe-like loop's
+# solo row at 11% of the GPU).
 import json
 import os
 import subprocess
@@ -47,11 +52,13 @@ elif mode == "hold":  # the probe's: PATH GIB SECS [unlink]
     r = workload(*args, "--grid", "1", "--block", "32")
     out(allocated_mib=r["held_mib"], refused=False)
 elif mode in ("burn", "elem"):
-    if mode == "burn":
-        shape = ["--grid", "200", "--block", "256", "--ns-per-block", "8350", "--batch", "4"]
+    shape = ["--grid", "200", "--block", "256"] if mode == "burn" else ["--grid", "2000", "--block", "32"]
+    draw = {}
+    if os.environ.get("FAKE_AS_H200") and mode == "burn":
+        shape += ["--ns-per-block", "8350", "--batch", "4"]
         draw = {"FAKEGPU_POWER": "1", "FAKEGPU_MEMBOUND": "0.25"}
-    else:
-        shape = ["--grid", "2000", "--block", "32", "--ns-per-block", "23", "--batch", "8"]
+    elif os.environ.get("FAKE_AS_H200"):
+        shape += ["--ns-per-block", "23", "--batch", "8"]
         draw = {"FAKEGPU_POWER": "0.13", "FAKEGPU_MEMBOUND": "1"}
     if mode == "burn":  # PyTorch's import and setup take seconds, the probe's under one
         time.sleep(float(os.environ.get("FAKE_IMPORT_SECS", "0")))
