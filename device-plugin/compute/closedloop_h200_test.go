@@ -30,10 +30,13 @@ func torchLike(name string, cores int) tenantSpec {
 
 // probeLike: the probe's elementwise loop (4.6 µs kernels, 64 then a
 // synchronize: 0.3 ms of work a batch, drawing 0.13 of a GEMM's power, all
-// of it bound by memory); here ten times as long a kernel, eight a batch,
-// so that a 2-core machine keeps launching them.
+// of it bound by memory); here ten times as long a kernel, sixteen a batch
+// (0.7 ms), so that a 2-core machine keeps launching them: with eight, a
+// fresh clone's make test beside a busy loop starved it of the CPU its
+// synchronizes need (44.1-47.0 for 50, confined). Sixteen still misses
+// without confining slots: 46.3 + 45.2, 31.8 + 57.1, 51.6 + 39.4.
 func probeLike(name string, cores int) tenantSpec {
-	return h200(tenantSpec{name: name, cores: cores, grid: 2000, block: 32, nsPerBlock: 23, batch: 8,
+	return h200(tenantSpec{name: name, cores: cores, grid: 2000, block: 32, nsPerBlock: 23, batch: 16,
 		env: []string{"FAKEGPU_POWER=0.13", "FAKEGPU_MEMBOUND=1"}})
 }
 

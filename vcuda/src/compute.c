@@ -117,6 +117,12 @@ CUresult vc_admit_slow(int idx, uint64_t c, uint64_t cost)
 	if (!__atomic_load_n(&vcg.sampler_running, __ATOMIC_RELAXED))
 		vc_start_sampler(); /* first launch after fork */
 	for (;;) {
+		/* the counter as it stands: a container that rewound its report (the node
+		 * charges that) would else hold this launch back until its allowance reached a
+		 * count no longer there, which a rewind every second never lets it do */
+		uint64_t cur = vc_launched(idx);
+		if (cur < c)
+			c = cur;
 		uint32_t mode = __atomic_load_n(&rd->mode, __ATOMIC_ACQUIRE);
 		uint64_t wait, now = vc_now();
 		struct vc_node_view nv;
