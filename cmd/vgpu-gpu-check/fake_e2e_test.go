@@ -92,6 +92,11 @@ func TestFakeDriverEndToEnd(t *testing.T) {
 			if n := len(regexp.MustCompile(`(?m)^[0-9.]+\t[01]\.[0-9]{4}\t.*\t`+regexp.QuoteMeta(name)+`\t`).FindAll(b, -1)); n < 20 {
 				t.Errorf("trace %s: %d periods of %s, want 20 or more:\n%s", file, n, name, b)
 			}
+			// held to a share beside another held one, each tenant is given a confining
+			// launch slot (limiter.confineSlots, the default; -unconfined turns it off)
+			if held := !strings.Contains(name, "@none"); held != regexp.MustCompile(`(?m)\t`+regexp.QuoteMeta(name)+`\t.*\t[1-9][0-9]*\ttrue$`).Match(b) {
+				t.Errorf("trace %s: %s in a confining slot: %v, want %v:\n%s", file, name, !held, held, b)
+			}
 		}
 	}
 }

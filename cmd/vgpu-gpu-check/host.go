@@ -26,7 +26,8 @@ type host struct {
 	lib, work, uuid string
 	nvml            nvml.Interface
 	dev             nvml.Device
-	n               int // tenants made so far
+	n               int  // tenants made so far
+	unconfined      bool // the controller's Runner.Unconfined (-unconfined)
 }
 
 // prepare makes sure the paths tenants bind over exist (an empty
@@ -189,9 +190,10 @@ func (h *host) sampleDevice(ctx context.Context, line *startLine, secs float64) 
 // newRunner is the node's compute controller on the real NVML, as the device
 // plugin runs it: the check's only use of compute.Runner. owners maps the
 // tenants' host pids to their keys (the node does it through cgroups), so the
-// controller calibrates each tenant's cost from NVML's per-process samples.
-func newRunner(lib nvml.Interface, list func() ([]compute.Tenancy, error), owners func() map[int]string) *compute.Runner {
-	return &compute.Runner{Source: &compute.NVMLSource{Lib: lib}, Clock: compute.Monotonic, List: list,
+// controller calibrates each tenant's cost from NVML's per-process samples;
+// unconfined is limiter.confineSlots: false.
+func newRunner(lib nvml.Interface, list func() ([]compute.Tenancy, error), owners func() map[int]string, unconfined bool) *compute.Runner {
+	return &compute.Runner{Source: &compute.NVMLSource{Lib: lib}, Clock: compute.Monotonic, List: list, Unconfined: unconfined,
 		Owners: func(pid uint32) (string, bool) {
 			key, ok := owners()[int(pid)]
 			return key, ok
@@ -243,7 +245,7 @@ func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenan
 			out[i] = t.tenancy
 		}
 		return out, nil
-	}, owners)
+	}, owners, h.unconfined)
 	keys := make([]string, len(tens))
 	for i, t := range tens {
 		keys[i] = t.tenancy.Key

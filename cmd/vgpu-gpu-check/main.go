@@ -106,7 +106,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	hd.Planned = planned(rows)
 	fmt.Fprint(w, hd.render())
 	uuid, _ := dev.GetUUID()
-	h := &host{lib: libPath, work: o.work, uuid: uuid, nvml: lib, dev: dev}
+	h := &host{lib: libPath, work: o.work, uuid: uuid, nvml: lib, dev: dev, unconfined: o.unconfined}
 	if err := h.prepare(); err != nil {
 		return err
 	}
@@ -126,7 +126,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 // readHeader reads the GPU model, driver and CUDA versions and the
 // programs' versions.
 func readHeader(ctx context.Context, lib nvml.Interface, dev nvml.Device, o options, progs map[string]*program) header {
-	h := header{Date: time.Now().UTC().Format(time.RFC3339), Deadline: o.deadline, Timeout: o.timeout, Secs: o.secs, CapMiB: o.capMiB}
+	h := header{Date: time.Now().UTC().Format(time.RFC3339), Deadline: o.deadline, Timeout: o.timeout, Secs: o.secs, CapMiB: o.capMiB, Unconfined: o.unconfined}
 	h.GPU, _ = dev.GetName()
 	h.UUID, _ = dev.GetUUID()
 	if mem, ret := dev.GetMemoryInfo(); ret == nvml.SUCCESS {

@@ -28,6 +28,7 @@ type options struct {
 	share       string        // the program of the single, pair, triple and balance rows
 	planOnly    bool          // print the rows and their planned time, run nothing
 	mpsControl  string        // nvidia-cuda-mps-control (the mps rows)
+	unconfined  bool          // the share rows' controller with limiter.confineSlots: false
 }
 
 // groupOrder lists the row groups in the order they run.
@@ -59,6 +60,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.mpsControl, "mps-control", "nvidia-cuda-mps-control", "the MPS control program of the mps rows (a name in PATH or a path); they never change the GPU's compute mode")
 	fs.StringVar(&use, "use", strings.Join(programNames(), ","), "programs to use: "+strings.Join(programNames(), ","))
 	fs.StringVar(&o.share, "share-program", "pytorch", "program of the single, pair, triple and balance rows: "+strings.Join(programNames(), ","))
+	fs.BoolVar(&o.unconfined, "unconfined", false, "run the share rows' controller with limiter.confineSlots: false (launch slots that do not confine, as before 2026-11-30): the fallback's figures, beside a run without it")
 	fs.BoolVar(&o.planOnly, "plan", false, "print the rows the flags select and the time planned for each on an H100, run nothing")
 	if err := fs.Parse(args); err != nil {
 		return o, err

@@ -23,8 +23,13 @@ func TestParseOptions(t *testing.T) {
 			if d := cmp.Diff(programNames(), o.use); d != "" {
 				t.Errorf("programs (-want +got):\n%s", d)
 			}
-			if o.deadline != 7*time.Minute+40*time.Second || o.timeout != time.Minute || o.secs != 10 || o.capMiB != 8192 || o.share != "pytorch" || o.mpsControl != "nvidia-cuda-mps-control" {
-				t.Errorf("defaults: deadline %v timeout %v secs %g cap %d share %s mps-control %s", o.deadline, o.timeout, o.secs, o.capMiB, o.share, o.mpsControl)
+			if o.deadline != 7*time.Minute+40*time.Second || o.timeout != time.Minute || o.secs != 10 || o.capMiB != 8192 || o.share != "pytorch" || o.mpsControl != "nvidia-cuda-mps-control" || o.unconfined {
+				t.Errorf("defaults: deadline %v timeout %v secs %g cap %d share %s mps-control %s unconfined %v", o.deadline, o.timeout, o.secs, o.capMiB, o.share, o.mpsControl, o.unconfined)
+			}
+		}},
+		{name: "-unconfined: the controller's slots as limiter.confineSlots: false", args: []string{"-unconfined", "-only", "pair"}, check: func(t *testing.T, o options) {
+			if !o.unconfined {
+				t.Errorf("-unconfined not set: %+v", o)
 			}
 		}},
 		{name: "-only keeps the run order whatever the flag's order", args: []string{"-only", "triple, memory,pair"}, check: func(t *testing.T, o options) {

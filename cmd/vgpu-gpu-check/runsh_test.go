@@ -141,7 +141,7 @@ func TestRunSh(t *testing.T) {
 // lands in --out, and run.sh reports it.
 func TestRunShOnTheFakeDriver(t *testing.T) {
 	outDir := t.TempDir()
-	out := runFakeBundle(t, outDir, []string{"--only", "memory", "--use", "pytorch", "--cap-mib", "2048", "--deadline=2m"})
+	out := runFakeBundle(t, outDir, []string{"--only", "memory", "--use", "pytorch", "--cap-mib", "2048", "--deadline=2m", "--unconfined"})
 	tables, err := filepath.Glob(filepath.Join(outDir, "gpu-check-*Z.txt"))
 	if err != nil || len(tables) != 1 {
 		t.Fatalf("want one table in $OUT, found %v (%v):\n%s", tables, err, out)
@@ -152,6 +152,7 @@ func TestRunShOnTheFakeDriver(t *testing.T) {
 	}
 	for _, want := range []string{
 		"; deadline 1m", // what run.sh left of --deadline 2m, less 5 s (not the check's default 6m)
+		"# share rows' controller: launch slots that do not confine (limiter.confineSlots: false, -unconfined)",
 		"memory   pytorch/default                  2048 MiB   2048 MiB         ok",
 		"memory   pytorch/async                    2048 MiB   2048 MiB         ok",
 		"# 3 rows: 3 ok",

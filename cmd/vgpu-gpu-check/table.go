@@ -17,6 +17,7 @@ type header struct {
 	Secs                    float64
 	CapMiB                  uint64
 	Planned                 time.Duration
+	Unconfined              bool // the share rows' controller ran with limiter.confineSlots: false
 }
 
 func (h header) render() string {
@@ -25,6 +26,11 @@ func (h header) render() string {
 	fmt.Fprintf(&b, "# programs: %s\n", strings.Join(h.Versions, ", "))
 	fmt.Fprintf(&b, "# %s; deadline %s, row timeout %s, share rows %g s (measured over the second half, %% of the workload's solo rate), memory cap %d MiB; rows planned at %s\n",
 		h.Date, h.Deadline, h.Timeout, h.Secs, h.CapMiB, h.Planned)
+	slots := "confining launch slots (limiter.confineSlots: true, the default)"
+	if h.Unconfined {
+		slots = "launch slots that do not confine (limiter.confineSlots: false, -unconfined)"
+	}
+	fmt.Fprintf(&b, "# share rows' controller: %s\n", slots)
 	fmt.Fprintf(&b, lineFormat, "group", "row", "target", "achieved", "verdict", "took", "note")
 	return b.String()
 }

@@ -27,6 +27,8 @@ usage: ./run.sh [flags]
   --out FILE            table file (default $OUT/gpu-check-<date>.txt, else ./gpu-check-<date>.txt here);
                         each share row's controller periods (a .tsv per row) and the slicing rows' kernel
                         intervals go to FILE's name with .trace.tar.gz
+  --unconfined          the share rows' controller with limiter.confineSlots: false (launch slots that do not
+                        confine, the fallback): run the share rows once with and once without it to compare
   --plan                print the selected rows and the time planned for each, run nothing
   -h, --help            this text
 USAGE
@@ -45,11 +47,12 @@ secs() {
 	echo $((n * mult))
 }
 
-deadline=460 timeout=60 only= skip=${GPU_CHECK_SKIP:-} mpsctl= use= share= seconds= cap= out= plan=
+deadline=460 timeout=60 only= skip=${GPU_CHECK_SKIP:-} mpsctl= use= share= seconds= cap= out= plan= unconfined=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-h | --help) usage; exit 0 ;;
 	--plan) plan=1; shift; continue ;;
+	--unconfined) unconfined=1; shift; continue ;;
 	--*=*) flag=${1%%=*} val=${1#*=}; shift; set -- "$flag" "$val" "$@"; continue ;;
 	esac
 	[ $# -ge 2 ] || { echo "run.sh: $1 needs a value" >&2; usage >&2; exit 2; }
@@ -147,6 +150,7 @@ set -- -lib "$DIR/libvcuda.so" -programs "$DIR/programs" -probe "$probe" -slicin
 [ -n "$share" ] && set -- "$@" -share-program "$share"
 [ -n "$seconds" ] && set -- "$@" -seconds "$seconds"
 [ -n "$cap" ] && set -- "$@" -cap-mib "$cap"
+[ -n "$unconfined" ] && set -- "$@" -unconfined
 # A hard stop a little after the check's own deadline, in case a tenant ignores it.
 timeout -k 10 $((left + 20)) "$DIR/vgpu-gpu-check" "$@"
 rc=$?
