@@ -99,11 +99,13 @@ func (e *estimator) regress(keys []string) (costs map[string]float64, apart bool
 	costs, apart = fitRows(keys, rows, rows)
 	if apart && saturated {
 		_, apart = fitRows(keys, phaseMeans(rows), rows)
+		apart = apart && overIdentified(rows)
 	}
 	d := drained(rows)
 	dc, dApart := fitRows(keys, d, d)
 	if dApart && anySaturated(d) {
 		_, dApart = fitRows(keys, phaseMeans(d), d)
+		dApart = dApart && overIdentified(d)
 	}
 	if dc != nil {
 		costs = dc
@@ -343,6 +345,38 @@ func phaseMeans(rows []observation) []observation {
 		}
 	}
 	return out
+}
+
+// overIdentified says whether rows give the fit that confirms a split
+// (phaseMeans) more points than tenants launch in them: one a phase for the
+// saturated windows (their units are the phase's mean there), one each for
+// the others. As many points as costs fit them exactly, whatever the error
+// in each, and a queue's change over a phase is a phase mean's error: two
+// PyTorch-like tenants of one program at 50 + 50 that never synchronize (64
+// matmuls queued, 107 ms) filled their queues through the first two
+// phases, and the two means put them 38 times apart (1828 and 48 ns per
+// unit): 32.3 + 61.7; 45 + 50 with 300 queued got 70.7 + 21.3 (simulated
+// H200). A third phase repeats a turn; a genuine mix saturated throughout
+// is split a phase later (cheap 50 + dear 50 at 5.73 s on average, from
+// 4.36; TestSimSplitSweep).
+func overIdentified(rows []observation) bool {
+	phases := map[uint64]bool{}
+	launching := map[string]bool{}
+	points := 0
+	for _, o := range rows {
+		if !o.saturated {
+			points++
+		} else if !phases[o.phase] {
+			phases[o.phase] = true
+			points++
+		}
+		for key, u := range o.units {
+			if u > 0 {
+				launching[key] = true
+			}
+		}
+	}
+	return points > len(launching)
 }
 
 // anySaturated says whether any of rows is a saturated window.

@@ -95,6 +95,19 @@ func TestRegress(t *testing.T) {
 			return o
 		}(), keys: keys, known: true},
 		{name: "one program on a saturated GPU, queues swinging across turns: not apart", obs: queuedPair(), keys: keys, known: true},
+		{name: "one program filling deep queues through two phases: not apart", obs: func() []observation {
+			// PyTorch-like matmuls never synchronized, 64 queued (107 ms; the
+			// simulated H200): a's queue was full, b's filled over the two
+			// phases, and their means put them 38 times apart (1828 and 48
+			// ns per unit) with no third point to contradict it
+			var o []observation
+			for i, r := range [][2]float64{{112000, 102000}, {110000, 88000}, {114000, 86000}, {110000, 86000}, {112000, 84000},
+				{112000, 108000}, {114000, 110000}, {112000, 116000}} {
+				o = append(o, observation{busy: 200e6, period: 200e6, saturated: true, steady: true, clean: true, phase: uint64(i / 5),
+					units: map[string]float64{"a": r[0], "b": r[1]}})
+			}
+			return o
+		}(), keys: keys, known: true},
 		{name: "a start's backlog: a cost longer than the GPU was busy", obs: func() []observation {
 			// two tenants of one program (1000 ns per unit), half a second
 			// queued, samples 200 ms late (simulated): the first windows

@@ -172,3 +172,49 @@ func TestSimUnconfined(t *testing.T) {
 		t.Logf("unconfined %v: %s", unconfined, simString(got))
 	}
 }
+
+// TestSimH200DeepQueues: PyTorch-like tenants of one program that never
+// synchronize (a training loop that reads no loss back: the launches block
+// only on a full queue) are never split, on the simulated H200. Their
+// saturated windows' units move with their queues, not the turns, and two
+// phases' means put them apart (overIdentified): before, 50 + 50 with 64
+// matmuls queued (107 ms) got 32.3 + 61.7, with 128 29.4 + 66.0, and 45 +
+// 50 with 300 (0.5 s) 70.7 + 21.3. Where the targets fill the GPU, queues
+// this deep spill past the confining slots and the pair time-slices (each
+// about 46.6, the switches' loss): held to an even split here, not to ±3.
+func TestSimH200DeepQueues(t *testing.T) {
+	deep := func(depth int) simProgram {
+		p := simTorch
+		p.depth, p.batch = depth, 0
+		return p
+	}
+	tests := []struct {
+		name string
+		a, b simTenant
+		even bool // the targets fill the GPU: an even split, together at least 90
+	}{
+		{name: "50 + 50, 64 queued", a: simT("a", 50, deep(64)), b: simT("b", 50, deep(64)), even: true},
+		{name: "50 + 50, 128 queued", a: simT("a", 50, deep(128)), b: simT("b", 50, deep(128)), even: true},
+		{name: "45 + 50, 300 queued", a: simT("a", 45, deep(300)), b: simT("b", 50, deep(300))},
+		{name: "30 + 60, 300 queued", a: simT("a", 30, deep(300)), b: simT("b", 60, deep(300))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := simH200()
+			split := time.Duration(-1)
+			o.fittedAt = &split
+			got, _ := simulate(t, stretch([]simTenant{tt.a, tt.b}, 16.0/12), o)
+			t.Logf("%s (split at %v)", simString(got), split)
+			if split >= 0 {
+				t.Errorf("one program's tenants split at %v: %s", split, simString(got))
+			}
+			a, b := got["a"], got["b"]
+			switch {
+			case tt.even && (math.Abs(a-b) > 3 || a+b < 90):
+				t.Errorf("%s: want an even split of at least 90", simString(got))
+			case !tt.even && (math.Abs(a-float64(tt.a.cores)) > 3 || math.Abs(b-float64(tt.b.cores)) > 3):
+				t.Errorf("%s: want %d + %d ± 3", simString(got), tt.a.cores, tt.b.cores)
+			}
+		})
+	}
+}
