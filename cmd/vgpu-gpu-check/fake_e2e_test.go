@@ -33,7 +33,7 @@ func TestFakeDriverEndToEnd(t *testing.T) {
 	table := filepath.Join(t.TempDir(), "table.txt")
 	trace := filepath.Join(t.TempDir(), "trace")
 	out := runFakeCheck(t, build, []string{"-probe", filepath.Join(fake, "probe"),
-		"-use", "pytorch,probe", "-only", "memory,pair,mixed", "-seconds", "2", "-cap-mib", "2048", "-deadline", "3m",
+		"-use", "pytorch,probe", "-only", "memory,pair,mixed,deep", "-seconds", "2", "-cap-mib", "2048", "-deadline", "3m",
 		"-scenario-timeout", "40s", "-work", t.TempDir(), "-out", table, "-trace", trace}, "FAKE_IMPORT_SECS=1")
 	written, err := os.ReadFile(table)
 	if err != nil {
@@ -55,7 +55,10 @@ func TestFakeDriverEndToEnd(t *testing.T) {
 		regexp.MustCompile(`(?m)^pair +pytorch 30\+60 +30\+60 +[0-9.]+\+[0-9.]+ +(ok|MISS) `),
 		regexp.MustCompile(`(?m)^pair +pytorch 50\+50 +50\+50 +[0-9.]+\+[0-9.]+ +(ok|MISS) `),
 		regexp.MustCompile(`(?m)^mixed +pytorch 30 \+ probe-elem 60 +30\+60 +[0-9.]+\+[0-9.]+ +(ok|MISS) `),
-		regexp.MustCompile(`(?m)^# 17 rows: `),
+		// PyTorch never synchronized: its own solo row, a pair of one program
+		regexp.MustCompile(`(?m)^deep +solo pytorch-deep +100 +[0-9.]+/s +ok `),
+		regexp.MustCompile(`(?m)^deep +pytorch-deep 45\+50 +45\+50 +[0-9.]+\+[0-9.]+ +(ok|MISS) `),
+		regexp.MustCompile(`(?m)^# 20 rows: `),
 	} {
 		if !want.Match(out) {
 			t.Errorf("table lacks %s:\n%s", want, out)

@@ -16,8 +16,8 @@ func TestParseOptions(t *testing.T) {
 		check   func(t *testing.T, o options)
 		wantErr string
 	}{
-		{name: "defaults: every group and program, 7m40s, 60 s a row", check: func(t *testing.T, o options) {
-			if d := cmp.Diff(groupOrder(), o.groups); d != "" {
+		{name: "defaults: every group but deep, every program, 7m40s, 60 s a row", check: func(t *testing.T, o options) {
+			if d := cmp.Diff(defaultGroups(), o.groups); d != "" {
 				t.Errorf("groups (-want +got):\n%s", d)
 			}
 			if d := cmp.Diff(programNames(), o.use); d != "" {
@@ -43,9 +43,14 @@ func TestParseOptions(t *testing.T) {
 					t.Errorf("got %+v", o)
 				}
 			}},
-		{name: "unknown group names the valid ones", args: []string{"-only", "pairs"}, wantErr: `-only: unknown "pairs"; use a comma list of context,memory,guard,single,pair,slicing,mixed,triple,balance,mps`},
+		{name: "unknown group names the valid ones", args: []string{"-only", "pairs"}, wantErr: `-only: unknown "pairs"; use a comma list of context,memory,guard,single,pair,slicing,mixed,triple,balance,mps,deep`},
 		{name: "-skip leaves the mps rows out", args: []string{"-skip", "mps"}, check: func(t *testing.T, o options) {
-			if d := cmp.Diff(groupOrder()[:len(groupOrder())-1], o.groups); d != "" {
+			if d := cmp.Diff(defaultGroups()[:len(defaultGroups())-1], o.groups); d != "" {
+				t.Errorf("groups (-want +got):\n%s", d)
+			}
+		}},
+		{name: "-only deep: the rows the default leaves out", args: []string{"-only", "pair,deep"}, check: func(t *testing.T, o options) {
+			if d := cmp.Diff([]string{"pair", "deep"}, o.groups); d != "" {
 				t.Errorf("groups (-want +got):\n%s", d)
 			}
 		}},

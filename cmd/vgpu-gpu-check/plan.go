@@ -22,7 +22,7 @@ const (
 
 // tenantSpec is one tenant of a share row.
 type tenantSpec struct {
-	Work    string // workload: pytorch, cupy, probe (long kernels), probe-elem (short elementwise kernels)
+	Work    string // workload: pytorch, cupy, probe (long kernels), probe-elem (short elementwise kernels), pytorch-deep (matmuls never synchronized)
 	Cores   int    // percent of the GPU
 	Balance bool   // policy balance (lends idle capacity) instead of fixed
 	// Unlimited: no compute limit (Cores 0), as the solo rows run. Rows of
@@ -57,8 +57,11 @@ type row struct {
 
 // programOf is the program that runs a workload.
 func programOf(work string) string {
-	if work == "probe-elem" {
+	switch work {
+	case "probe-elem":
 		return "probe"
+	case "pytorch-deep":
+		return "pytorch"
 	}
 	return work
 }
@@ -225,6 +228,14 @@ func plan(o options) []row {
 			mpsShare(g, fixed(w, 30, 60)...)
 			mpsShare(g, fixed(w, 50, 50)...)
 			mpsShare(g, tenantSpec{Work: "pytorch", Cores: 30}, tenantSpec{Work: "probe-elem", Cores: 60})
+		case "deep":
+			// PyTorch's matmuls never synchronized (a training loop that reads
+			// no loss back): the launches block only on CUDA's full queue. On
+			// the simulated H200 such a pair of one program was split 38 times
+			// apart before the fit asked for a third phase (32.3 + 61.7 for
+			// 50 + 50, 70.7 + 21.3 for 45 + 50 with 0.5 s queued)
+			share(g, fixed("pytorch-deep", 50, 50)...)
+			share(g, fixed("pytorch-deep", 45, 50)...)
 		}
 	}
 	return rows

@@ -32,11 +32,13 @@ type program struct {
 
 // workArgs is the mode a workload runs in.
 func workArgs(work string, secs float64) []string {
-	mode := "burn"
-	if work == "probe-elem" {
-		mode = "elem"
+	switch work {
+	case "probe-elem":
+		return []string{"elem", fmt.Sprint(secs)}
+	case "pytorch-deep":
+		return []string{"burn", fmt.Sprint(secs), "0"} // never synchronized
 	}
-	return []string{mode, fmt.Sprint(secs)}
+	return []string{"burn", fmt.Sprint(secs)}
 }
 
 // source is the path of a program's source: in -programs when given, else

@@ -17,7 +17,8 @@ usage() {
 usage: ./run.sh [flags]
   --deadline D          total deadline, seconds or with s/m (default 7m40s); rows that no longer fit are skipped
   --scenario-timeout D  timeout of one row (default 60s); a row cut by it reads TIMEOUT
-  --only LIST           row groups: context,memory,guard,single,pair,slicing,mixed,triple,balance,mps (default all)
+  --only LIST           row groups: context,memory,guard,single,pair,slicing,mixed,triple,balance,mps,deep
+                        (default all but deep)
   --skip LIST           row groups to leave out (default $GPU_CHECK_SKIP, e.g. mps)
   --mps-control CMD     nvidia-cuda-mps-control of the mps rows (default: the one in PATH)
   --use LIST            programs: pytorch,cupy,probe (default all found)

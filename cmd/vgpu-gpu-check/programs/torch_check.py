@@ -4,7 +4,9 @@
 #   mem PATH MAX_CHUNKS MAX_SECS allocate 1 GiB chunks until refused, MAX_CHUNKS held or MAX_SECS gone:
 #                                {"allocated_mib": N, "refused": bool}; PATH is chosen by the check through
 #                                PYTORCH_CUDA_ALLOC_CONF (default, expandable_segments, cudaMallocAsync)
-#   burn SECS                    bf16 matmuls back to back, {"rate": matmuls/s over the second half}
+#   burn SECS [SYNC_EVERY]       bf16 matmuls back to back, a synchronize every SYNC_EVERY (default 4; 0:
+#                                never, but at the half and the end: the queue as deep as CUDA lets it grow),
+#                                {"rate": matmuls/s over the second half}
 # burn waits, set up, at the check's start line (vgpu_start.py): the tenants of a row run their SECS
 # together, whatever their imports took.
 import json
@@ -40,18 +42,22 @@ elif mode == "mem":
     out(allocated_mib=len(chunks) * 1024, refused=refused)
 elif mode == "burn":
     secs, n = float(sys.argv[2]), 8192
+    every = int(sys.argv[3]) if len(sys.argv) > 3 else 4
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     torch.cuda.synchronize()
     start_line()
     t0, half, it = time.time(), None, 0
     while time.time() - t0 < secs:
-        for _ in range(4):
+        for _ in range(every or 4):
             a @ b
-        torch.cuda.synchronize()
-        it += 4
+        if every:
+            torch.cuda.synchronize()
+        it += every or 4
         if half is None and time.time() - t0 >= secs / 2:
+            torch.cuda.synchronize()  # count from what ran, not from what is queued
             half = (it, time.time())
+    torch.cuda.synchronize()
     if half is None:
         half = (0, t0)
     out(rate=(it - half[0]) / max(time.time() - half[1], 1e-9))

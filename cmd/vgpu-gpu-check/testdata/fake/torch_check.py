@@ -54,9 +54,12 @@ elif mode == "hold":  # the probe's: PATH GIB SECS [unlink]
 elif mode in ("burn", "elem"):
     shape = ["--grid", "200", "--block", "256"] if mode == "burn" else ["--grid", "2000", "--block", "32"]
     draw = {}
+    every = sys.argv[3] if len(sys.argv) > 3 else "4"  # burn's SYNC_EVERY (0: never, its queue 110 ms deep)
     if os.environ.get("FAKE_AS_H200") and mode == "burn":
-        shape += ["--ns-per-block", "8350", "--batch", "4"]
+        shape += ["--ns-per-block", "8350"] + (["--batch", every] if every != "0" else [])
         draw = {"FAKEGPU_POWER": "1", "FAKEGPU_MEMBOUND": "0.25"}
+        if every == "0":
+            draw["FAKEGPU_MAX_QUEUE_US"] = "110000"
     elif os.environ.get("FAKE_AS_H200"):
         shape += ["--ns-per-block", "23", "--batch", "8"]
         draw = {"FAKEGPU_POWER": "0.13", "FAKEGPU_MEMBOUND": "1"}
