@@ -246,6 +246,9 @@ gpu-bundle-smoke: gpu-bundle
 # imports. Its table (also in _output/gpu-bundle-rehearsal.txt, the
 # controller's log beside it) says what the check would report before GPU time is spent
 # (not part of make test: a machine's load moves its figures).
+# REHEARSAL_ONLY: its row groups (e.g. deep); REHEARSAL_FLAGS: more of the check's flags (-unconfined).
+REHEARSAL_ONLY ?= single,pair,slicing,mixed,triple,balance
+REHEARSAL_FLAGS ?=
 gpu-bundle-rehearsal: gpu-bundle
 	@fk=$$(mktemp -d); trap 'rm -rf $$fk' EXIT; \
 	 LD_LIBRARY_PATH=$(ROOT)/vcuda/_build/fake FAKEGPU_DIR=$$fk \
@@ -255,7 +258,7 @@ gpu-bundle-rehearsal: gpu-bundle
 		FAKE_IMPORT_SECS=3 FAKE_AS_H200=1 \
 		$(GPU_BUNDLE)/vgpu-gpu-check -lib $(GPU_BUNDLE)/libvcuda.so -programs $(ROOT)/cmd/vgpu-gpu-check/testdata/fake \
 		-probe $(ROOT)/cmd/vgpu-gpu-check/testdata/fake/probe -slicing $(ROOT)/cmd/vgpu-gpu-check/testdata/fake/slicing \
-		-use pytorch,probe -only single,pair,slicing,mixed,triple,balance \
+		-use pytorch,probe -only $(REHEARSAL_ONLY) $(REHEARSAL_FLAGS) \
 		-seconds 10 -cap-mib 2048 -deadline 6m -work $$fk -out $(OUT)/gpu-bundle-rehearsal.txt -trace $(OUT)/gpu-bundle-rehearsal.trace \
 		2>$(OUT)/gpu-bundle-rehearsal.log
 
