@@ -22,14 +22,17 @@ const (
 	LimiterControlPath    = "/etc/vcuda/" + ControlFile
 	UsageFile             = "vcuda.usage"
 	ControlMagic          = 0x4C544356 // "VCTL"
-	ControlVersion        = 1
+	ControlVersion        = 2
+	ControlVersionV1      = 1          // before the costs: ControlFileSizeV1 bytes
 	UsageMagic            = 0x47535556 // "VUSG"
 	UsageVersion          = 1
 	ControlStalePeriods   = 5
 	controlHeaderSize     = 64
 	controlDeviceSize     = 64
-	ControlFileSize       = controlHeaderSize + controlDeviceSize*LimiterConfigMaxDevices
-	UsageFileSize         = ControlFileSize
+	ControlFileSizeV1     = controlHeaderSize + controlDeviceSize*LimiterConfigMaxDevices
+	ControlFileSize       = controlOffCosts + 8*LimiterConfigMaxDevices
+	UsageFileSize         = ControlFileSizeV1
+	controlOffCosts       = ControlFileSizeV1 // the devices' costs, after the entries
 	controlOffAllowance   = 8
 	controlOffRate        = 16
 	controlOffFallback    = 24
@@ -66,6 +69,11 @@ type ControlDevice struct {
 	// takes a slot period's credit at the slot's start, and a launch beyond
 	// it waits for the next start (zero: no slot).
 	Slot Slot
+	// Cost: the node's estimate of the GPU time (ns) one cost unit of the
+	// container's launches takes (0: none yet). In a confining slot the
+	// limiter keeps no more of its work queued than the slot has left
+	// (vcuda_control.h).
+	Cost float64
 }
 
 // Slot is a tenant's part of every PeriodUs of CLOCK_MONOTONIC, from
@@ -100,19 +108,39 @@ func NewControl(n int) ([]byte, error) {
 	return b, nil
 }
 
-// CheckControl validates a control file's header for n devices.
+// NewUsage is an empty usage report for n devices (libvcuda creates the
+// real ones; tests forge them).
+func NewUsage(n int) ([]byte, error) {
+	if n < 1 || n > LimiterConfigMaxDevices {
+		return nil, fmt.Errorf("usage report: %d devices, want 1..%d", n, LimiterConfigMaxDevices)
+	}
+	b := make([]byte, UsageFileSize)
+	binary.LittleEndian.PutUint32(b[0:], UsageMagic)
+	binary.LittleEndian.PutUint32(b[4:], UsageVersion)
+	binary.LittleEndian.PutUint32(b[8:], UsageFileSize)
+	binary.LittleEndian.PutUint32(b[controlOffDeviceCount:], uint32(n))
+	return b, nil
+}
+
+// CheckControl validates a control file's header for n devices: the current
+// version, or version 1 (before the costs, ControlFileSizeV1 bytes), which the
+// device plugin keeps writing for containers started before the costs and
+// libvcuda reads without them (docs/install.md, "Upgrades and version skew").
 func CheckControl(b []byte, n int) error {
-	return checkHeader("control file", b, ControlMagic, ControlVersion, n)
+	if len(b) == ControlFileSizeV1 {
+		return checkHeader("control file", b, ControlMagic, ControlVersionV1, ControlFileSizeV1, n)
+	}
+	return checkHeader("control file", b, ControlMagic, ControlVersion, ControlFileSize, n)
 }
 
 // CheckUsage validates a usage report's header for n devices.
 func CheckUsage(b []byte, n int) error {
-	return checkHeader("usage report", b, UsageMagic, UsageVersion, n)
+	return checkHeader("usage report", b, UsageMagic, UsageVersion, UsageFileSize, n)
 }
 
-func checkHeader(what string, b []byte, magic, version uint32, n int) error {
-	if len(b) != ControlFileSize {
-		return fmt.Errorf("%s: %d bytes, want %d", what, len(b), ControlFileSize)
+func checkHeader(what string, b []byte, magic, version uint32, size, n int) error {
+	if len(b) != size {
+		return fmt.Errorf("%s: %d bytes, want %d", what, len(b), size)
 	}
 	le := binary.LittleEndian
 	if m := le.Uint32(b[0:]); m != magic {
@@ -121,8 +149,8 @@ func checkHeader(what string, b []byte, magic, version uint32, n int) error {
 	if v := le.Uint32(b[4:]); v != version {
 		return fmt.Errorf("%s: version %d, want %d", what, v, version)
 	}
-	if s := le.Uint32(b[8:]); s != ControlFileSize {
-		return fmt.Errorf("%s: size field %d, want %d", what, s, ControlFileSize)
+	if s := le.Uint32(b[8:]); s != uint32(size) {
+		return fmt.Errorf("%s: size field %d, want %d", what, s, size)
 	}
 	if c := le.Uint32(b[controlOffDeviceCount:]); int(c) != n {
 		return fmt.Errorf("%s: %d devices, want %d", what, c, n)
@@ -165,13 +193,21 @@ func PublishControl(b []byte, i int, d ControlDevice) {
 		flags |= slotConfine
 	}
 	atomic.StoreUint32(word32(b, base+controlOffSlotFlags), flags)
+	if len(b) >= ControlFileSize { // a version 1 file has no costs
+		atomic.StoreUint64(word(b, controlOffCosts+8*i), math.Float64bits(d.Cost))
+	}
 	atomic.StoreUint64(seq, s+2)
 }
 
-// ReadControl reads device i's entry of a control file image and its seq.
+// ReadControl reads device i's entry of a control file image and its seq
+// (Cost 0 in a version 1 file).
 func ReadControl(b []byte, i int) (ControlDevice, uint64) {
 	base := controlHeaderSize + i*controlDeviceSize
 	le := binary.LittleEndian
+	var cost float64
+	if len(b) >= ControlFileSize {
+		cost = math.Float64frombits(le.Uint64(b[controlOffCosts+8*i:]))
+	}
 	return ControlDevice{
 		Allowance: le.Uint64(b[base+controlOffAllowance:]),
 		Rate:      math.Float64frombits(le.Uint64(b[base+controlOffRate:])),
@@ -181,6 +217,7 @@ func ReadControl(b []byte, i int) (ControlDevice, uint64) {
 		PeriodUs:  le.Uint32(b[base+controlOffPeriod:]),
 		Slot: Slot{PeriodUs: le.Uint32(b[base+controlOffSlotPeriod:]), StartUs: le.Uint32(b[base+controlOffSlotStart:]),
 			LenUs: le.Uint32(b[base+controlOffSlotLen:]), Confine: le.Uint32(b[base+controlOffSlotFlags:])&slotConfine != 0},
+		Cost: cost,
 	}, le.Uint64(b[base:])
 }
 

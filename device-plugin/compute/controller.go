@@ -418,6 +418,9 @@ func (g *GPU) Step(in Input) []Decision {
 			rk *= starts
 		}
 		d.Control = g.decide(t, st, in, P, a, rk, fk, d.Share, tg, throttled, backoff, slotted[t.Key])
+		if d.Control.Mode == api.ControlLimited {
+			d.Control.Cost = rk // for the limiter's queue in a confining slot
+		}
 		out = append(out, d)
 	}
 	active := 0

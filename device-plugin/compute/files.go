@@ -22,10 +22,12 @@ func openControl(path string, n int) (*controlMap, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !st.Mode().IsRegular() || st.Size() != api.ControlFileSize {
-		return nil, fmt.Errorf("control file %s: %v of %d bytes, want a regular file of %d bytes", path, st.Mode().Type(), st.Size(), api.ControlFileSize)
+	// a version 1 file (a container started before the costs) is written as it is
+	if !st.Mode().IsRegular() || (st.Size() != api.ControlFileSize && st.Size() != api.ControlFileSizeV1) {
+		return nil, fmt.Errorf("control file %s: %v of %d bytes, want a regular file of %d bytes (%d: version 1)", path,
+			st.Mode().Type(), st.Size(), api.ControlFileSize, api.ControlFileSizeV1)
 	}
-	b, err := syscall.Mmap(int(f.Fd()), 0, api.ControlFileSize, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	b, err := syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("control file %s: mmap: %w", path, err)
 	}

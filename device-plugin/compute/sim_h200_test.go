@@ -179,9 +179,9 @@ func TestSimUnconfined(t *testing.T) {
 // saturated windows' units move with their queues, not the turns, and two
 // phases' means put them apart (overIdentified): before, 50 + 50 with 64
 // matmuls queued (107 ms) got 32.3 + 61.7, with 128 29.4 + 66.0, and 45 +
-// 50 with 300 (0.5 s) 70.7 + 21.3. Where the targets fill the GPU, queues
-// this deep spill past the confining slots and the pair time-slices (each
-// about 46.6, the switches' loss): held to an even split here, not to ±3.
+// 50 with 300 (0.5 s) 70.7 + 21.3. Where the targets fill the GPU they are
+// held to an even split here; how near 50 each gets is the queue bound's
+// (TestSimQueueBound: 48.8 + 48.6 at 64 queued, 46.6 each without it).
 func TestSimH200DeepQueues(t *testing.T) {
 	deep := func(depth int) simProgram {
 		p := simTorch

@@ -39,6 +39,11 @@ func (tn *simTenant) step(t *testing.T, now time.Duration, speed float64) {
 		tn.waiting = false
 		m := tn.prog.memBound
 		tn.queue = append(tn.queue, time.Duration(float64(tn.prog.kernel)*(m+(1-m)/speed)))
+		tn.admitted += tn.prog.units
+		tn.enq++
+		if tn.nsPerUnit > 0 && float64(tn.admitted-tn.evUnits)*tn.nsPerUnit >= float64(simEventEvery) {
+			tn.record()
+		}
 		tn.nextLaunch = now + tn.prog.hostGap
 		tn.inBatch++
 	}
@@ -99,13 +104,81 @@ func (tn *simTenant) admit(now time.Duration) bool {
 		return false
 	}
 	// a confining slot: nothing launched after its end, until the next start
+	tn.nsPerUnit = 0
 	if slot.Confine && slot.PeriodUs > 0 && c.Rate > 0 {
-		if next := slotNext(now, slot); now >= next-time.Duration(slot.PeriodUs-slot.LenUs)*time.Microsecond {
+		next := slotNext(now, slot)
+		end := next - time.Duration(slot.PeriodUs-slot.LenUs)*time.Microsecond
+		if now >= end {
 			tn.wakeAt = min(next, now+20*time.Millisecond)
+			return false
+		}
+		if tn.bounded && !tn.queueFits(now, end, c.Cost) {
 			return false
 		}
 	}
 	return true
+}
+
+// simEventEvery: in a confining slot the limiter records an event on the
+// launch's stream after about this much of its work, and learns what of
+// its queue has run from those that completed (queue.c VC_EVENT_NS).
+const simEventEvery = time.Millisecond
+
+// simQueueAhead: how much of its work (at the node's cost) a tenant keeps
+// queued in a confining slot (queue.c VC_AHEAD_NS); a held launch looks
+// again after simQueuePoll at most (VC_POLL_NS).
+const (
+	simQueueAhead = 4 * time.Millisecond
+	simQueuePoll  = time.Millisecond
+)
+
+type simEvent struct{ kernel, units uint64 }
+
+// record: an event after the kernels queued so far.
+func (tn *simTenant) record() {
+	tn.events = append(tn.events, simEvent{kernel: tn.enq, units: tn.admitted})
+	tn.evUnits = tn.admitted
+}
+
+// queueFits: in a confining slot, whether a launch goes on: while the
+// tenant's queue (at the node's cost, what it launched since the last event
+// seen complete, less what ran since it was seen) is over simQueueAhead or
+// would not drain before the slot's end, it waits, an event recorded after
+// what it queued (queue.c vc_queue_wait).
+func (tn *simTenant) queueFits(now, end time.Duration, cost float64) bool {
+	if cost <= 0 {
+		return true
+	}
+	tn.nsPerUnit = cost
+	for len(tn.events) > 0 && tn.events[0].kernel <= tn.deq {
+		tn.drained, tn.drainedAt = tn.events[0].units, now
+		tn.events = tn.events[1:]
+	}
+	if tn.admitted <= tn.drained {
+		return true
+	}
+	// the oldest chunk not seen complete has been running since the last
+	// one was seen, for as long as it is
+	chunk := tn.admitted - tn.drained
+	if len(tn.events) > 0 {
+		chunk = tn.events[0].units - tn.drained
+	}
+	ran := min(now-tn.drainedAt, time.Duration(float64(chunk)*cost))
+	back := time.Duration(float64(tn.admitted-tn.drained)*cost) - ran
+	switch {
+	case back <= 0:
+		return true
+	case now+back > end:
+		tn.wakeAt = min(end, now+simQueuePoll)
+	case back > simQueueAhead:
+		tn.wakeAt = now + min(max(back-simQueueAhead, 20*time.Microsecond), simQueuePoll)
+	default:
+		return true
+	}
+	if tn.evUnits < tn.admitted {
+		tn.record()
+	}
+	return false
 }
 
 // covered: whether allowed covers the launched counter. If not, a launch

@@ -84,6 +84,15 @@ type simTenant struct {
 	ctlImage   api.ControlDevice
 	staleBase  uint64        // launched when the node went stale
 	staleAt    time.Duration // 0: not stale
+	// the queue bound in a confining slot (queue.c; not with simOptions.unboundQueue)
+	bounded   bool
+	admitted  uint64        // units of the launches queued
+	enq, deq  uint64        // kernels queued, completed
+	events    []simEvent    // recorded, not yet seen complete
+	evUnits   uint64        // admitted at the last event recorded
+	drained   uint64        // admitted at the last event seen complete
+	drainedAt time.Duration // when it was seen
+	nsPerUnit float64       // in a confining slot: the node's cost (0: none)
 }
 
 // simGPU is the device: contexts time-slice, NVML samples what ran.
@@ -187,6 +196,7 @@ func (g *simGPU) run(dt time.Duration) {
 		t.queue[0] -= d
 		if t.queue[0] <= 0 {
 			t.queue = t.queue[1:]
+			t.deq++
 			b := int((g.now + dt - left + d) / time.Millisecond)
 			for len(t.done) <= b {
 				t.done = append(t.done, 0)
@@ -371,7 +381,9 @@ func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]floa
 			if err := os.WriteFile(tn.ctl, b, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			binaryPutMagic(b, api.UsageMagic)
+			if b, err = api.NewUsage(1); err != nil {
+				t.Fatal(err)
+			}
 			if err := os.WriteFile(tn.use, b, 0o600); err != nil {
 				t.Fatal(err)
 			}
@@ -423,6 +435,9 @@ func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]floa
 			}
 			return out, nil
 		}}
+	for _, tn := range g.tenants {
+		tn.bounded = !opts.unboundQueue
+	}
 	if !opts.noAttribution {
 		r.Owners = func(pid uint32) (string, bool) { k, ok := owners[pid]; return k, ok && !opts.blindOwners }
 	}
@@ -447,7 +462,6 @@ func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]floa
 			tn.step(t, g.now, g.speed())
 		}
 		g.run(simStep)
-
 	}
 	r.closeAll()
 	got := map[string]float64{}
@@ -483,6 +497,9 @@ type simOptions struct {
 	rates             map[string]float64 // where set: each tenant's kernels completed per second over the second half
 	blindClock        bool               // the driver does not report the SM clock
 	fittedAt          *time.Duration     // where set: when the fit first split the tenants' costs (-1: never)
+	// unboundQueue: the limiter does not bound its queue in a confining slot
+	// (libvcuda before it did, vcuda/src/queue.c: sim_queue_test.go)
+	unboundQueue bool
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
@@ -504,16 +521,16 @@ func simMap(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	b, err := syscall.Mmap(int(f.Fd()), 0, api.ControlFileSize, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Munmap(b) })
 	return b
-}
-
-func binaryPutMagic(b []byte, m uint32) {
-	b[0], b[1], b[2], b[3] = byte(m), byte(m>>8), byte(m>>16), byte(m>>24)
 }
 
 func simString(got map[string]float64) string {

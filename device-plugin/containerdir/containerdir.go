@@ -222,6 +222,9 @@ func CreateControl(path string, n int) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
 	if errors.Is(err, fs.ErrExist) {
 		old, err := ReadNoFollow(path, api.ControlFileSize)
+		if err != nil { // one made before the costs stays as it is (api.CheckControl)
+			old, err = ReadNoFollow(path, api.ControlFileSizeV1)
+		}
 		if err != nil {
 			return fmt.Errorf("control file: %w", err)
 		}

@@ -1,9 +1,11 @@
 package containerdir
 
 import (
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -112,6 +114,56 @@ func TestControlFileCreatedOnceAndRefusedWhenForged(t *testing.T) {
 	if _, err := s.Write(rec, []byte("cfg")); err == nil {
 		t.Error("Write accepted a symbolic link as the control file")
 	}
+}
+
+// TestControlFileV1Kept: a control file made before the costs (version 1, a
+// plugin upgraded under running pods) is kept as it is by the next Write,
+// the node's entry with it; a link to one is still refused.
+func TestControlFileV1Kept(t *testing.T) {
+	s := Store{Root: t.TempDir()}
+	rec := Record{PodUID: "uid-1", Namespace: "ns", Name: "p", Container: "main",
+		Devices: []api.DeviceShare{{UUID: "GPU-00000000-0000-4000-8000-000000000001", MemoryMiB: 1024, Cores: 30}}}
+	p, err := s.Write(rec, []byte("cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(p.Control)
+	api.PublishControl(b, 0, api.ControlDevice{Allowance: 42, Rate: 0.5, Mode: api.ControlLimited, PeriodUs: 100000})
+	v1 := b[:api.ControlFileSizeV1]
+	binary.LittleEndian.PutUint32(v1[4:], api.ControlVersionV1)
+	binary.LittleEndian.PutUint32(v1[8:], api.ControlFileSizeV1)
+	if err := os.WriteFile(p.Control, v1, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ino := inode(t, p.Control)
+	if _, err := s.Write(rec, []byte("cfg")); err != nil {
+		t.Fatalf("Write over a version 1 control file: %v", err)
+	}
+	if got, _ := os.ReadFile(p.Control); string(got) != string(v1) || inode(t, p.Control) != ino {
+		t.Error("a second Write changed or replaced the version 1 control file")
+	}
+	if err := os.Remove(p.Control); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(t.TempDir(), "elsewhere")
+	if err := os.WriteFile(target, v1, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, p.Control); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write(rec, []byte("cfg")); err == nil {
+		t.Error("Write accepted a symbolic link to a version 1 control file")
+	}
+}
+
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Sys().(*syscall.Stat_t).Ino
 }
 
 func TestWriteContainerPreloadInPlace(t *testing.T) {

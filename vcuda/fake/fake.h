@@ -39,6 +39,10 @@
  *                        cuCtxSetLimit's stack (x 132 SMs x 2048 threads) and heap above the
  *                        defaults take memory too. A process gives back what its contexts hold
  *                        when they are destroyed or when it exits.
+ *   FAKEGPU_CAPTURING    1: every stream of the process is being captured into a CUDA graph
+ *                        (cuStreamIsCapturing says ACTIVE); cuEventRecord refuses and counts
+ *                        (fakegpu_capture_records), and so does cuEventQuery outside
+ *                        CU_STREAM_CAPTURE_MODE_RELAXED (fakegpu_capture_unsafe): fake_event.c
  * Device memory is also booked per process (pid + pid namespace) in the state file, so NVML can
  * list each live process with what it holds, keyed by its host pid; what a process killed
  * with -9 held is given back when its slot is reaped (by the next process of its namespace
@@ -150,6 +154,8 @@ struct fk_globals {
 	uint64_t bump[FK_MAX_DEV];   /* next 64-bit device address (atomic) */
 	uint32_t bump32;             /* next 32-bit (v1 API) device address (atomic) */
 	uint64_t next_handle;        /* VMM handles (atomic) */
+	int capturing; /* FAKEGPU_CAPTURING=1: every stream is being captured (fake_event.c) */
+	unsigned long capture_records, capture_unsafe; /* refused under capture (atomic) */
 	int pid; /* getpid(), refreshed in fork children */
 	uint64_t pidns; /* inode of this process's pid namespace (0: /proc unreadable) */
 	uint32_t module_obj, function_obj, stream_obj; /* handle targets */
@@ -160,6 +166,7 @@ struct fk_globals {
 
 extern struct fk_globals fk;
 extern __thread struct fk_ctx *fk_cur;
+extern __thread CUstreamCaptureMode fk_capture_mode; /* cuThreadExchangeStreamCaptureMode's */
 
 /* fake_gpu.c */
 int fk_init(void);

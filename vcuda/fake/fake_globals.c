@@ -13,5 +13,6 @@ struct fk_globals fk = {
 };
 
 __thread struct fk_ctx *fk_cur;
+__thread CUstreamCaptureMode fk_capture_mode; /* 0: CU_STREAM_CAPTURE_MODE_GLOBAL, as CUDA starts a thread */
 
 struct fk_mps_globals fkm = { .once = PTHREAD_ONCE_INIT };

@@ -209,6 +209,7 @@ static void init_once(void)
 	fk.proc_whole = env_u64("FAKEGPU_PROC_WHOLE", 0) != 0;
 	fk.nvml_pid_offset = (unsigned)env_u64("FAKEGPU_NVML_PID_OFFSET", 4000000);
 	fk.context_bytes = env_u64("FAKEGPU_CONTEXT_MIB", 0) << 20;
+	fk.capturing = env_u64("FAKEGPU_CAPTURING", 0) == 1;
 	const char *boost = getenv("FAKEGPU_BOOST");
 	double b = boost ? strtod(boost, NULL) : 0;
 	fk.boost_ppm = b > 0 && b < 10 ? (uint64_t)(b * 1e6) : 0;

@@ -95,6 +95,8 @@ static const struct fk_proc fk_procs[] = {
 	P("cuGraphInstantiate", 12000, 0, cuGraphInstantiateWithFlags),
 	SAME(cuGraphInstantiateWithFlags), PT(cuGraphInstantiateWithParams), SAME(cuGraphExecDestroy),
 	PT(cuStreamSynchronize), SAME(cuGetProcAddress), P("cuGetProcAddress", 12000, 0, cuGetProcAddress_v2),
+	SAME(cuEventCreate), PT(cuEventRecord), SAME(cuEventQuery), P("cuEventDestroy", 4000, 0, cuEventDestroy_v2),
+	PT(cuStreamIsCapturing), SAME(cuThreadExchangeStreamCaptureMode),
 };
 
 static CUresult lookup(const char *sym, void **pfn, int ver, cuuint64_t flags, int *status)

@@ -23,7 +23,9 @@ enum {
 	CUDA_ERROR_OPERATING_SYSTEM = 304,
 	CUDA_ERROR_INVALID_HANDLE = 400,
 	CUDA_ERROR_NOT_FOUND = 500,
+	CUDA_ERROR_NOT_READY = 600,
 	CUDA_ERROR_NOT_SUPPORTED = 801,
+	CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
 	CUDA_ERROR_UNKNOWN = 999,
 };
 
@@ -36,6 +38,7 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
 typedef struct CUarray_st *CUarray;
 typedef struct CUmipmappedArray_st *CUmipmappedArray;
 typedef struct CUgraph_st *CUgraph;
@@ -48,6 +51,17 @@ typedef struct { char bytes[16]; } CUuuid;
 typedef struct CUexecAffinityParam_st CUexecAffinityParam;
 typedef struct CUctxCreateParams_st CUctxCreateParams;
 typedef int CUlimit;
+enum { CU_EVENT_DEFAULT = 0, CU_EVENT_DISABLE_TIMING = 2 };
+typedef enum {
+	CU_STREAM_CAPTURE_STATUS_NONE = 0,
+	CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
+	CU_STREAM_CAPTURE_STATUS_INVALIDATED = 2,
+} CUstreamCaptureStatus;
+typedef enum {
+	CU_STREAM_CAPTURE_MODE_GLOBAL = 0,
+	CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
+	CU_STREAM_CAPTURE_MODE_RELAXED = 2,
+} CUstreamCaptureMode;
 enum { CU_LIMIT_STACK_SIZE = 0, CU_LIMIT_PRINTF_FIFO_SIZE = 1, CU_LIMIT_MALLOC_HEAP_SIZE = 2 };
 typedef int CUdevice_attribute;
 enum { CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
@@ -199,6 +213,14 @@ CUresult cuStreamCreate(CUstream *, unsigned int);
 CUresult cuStreamDestroy_v2(CUstream);
 CUresult cuStreamSynchronize(CUstream);
 CUresult cuStreamSynchronize_ptsz(CUstream);
+CUresult cuEventCreate(CUevent *, unsigned int);
+CUresult cuEventRecord(CUevent, CUstream);
+CUresult cuEventRecord_ptsz(CUevent, CUstream);
+CUresult cuEventQuery(CUevent);
+CUresult cuEventDestroy_v2(CUevent);
+CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus *);
+CUresult cuStreamIsCapturing_ptsz(CUstream, CUstreamCaptureStatus *);
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *);
 CUresult cuMemAllocHost_v2(void **, size_t);
 CUresult cuMemFreeHost(void *);
 CUresult cuGraphCreate(CUgraph *, unsigned int);

@@ -26,7 +26,11 @@
 #include "vcuda_config.h"
 
 #define VCUDA_CONTROL_MAGIC 0x4C544356u /* bytes "VCTL" */
-#define VCUDA_CONTROL_VERSION 1u
+#define VCUDA_CONTROL_VERSION 2u
+/* Version 1 ends before cost_bits, its entries where they are: the device plugin keeps writing
+ * the files of containers started before version 2 as they are, and libvcuda reads them without
+ * costs. */
+#define VCUDA_CONTROL_SIZE_V1 (64 + 64 * VCUDA_MAX_DEVICES)
 #define VCUDA_CONTROL_FILE "vcuda.control" /* beside the config file */
 #define VCUDA_CONTROL_STALE_PERIODS 5
 #define VCUDA_SLOT_CONFINE 1u /* slot_flags: launch only within the slot */
@@ -71,6 +75,13 @@ struct vcuda_control {
 	uint32_t device_count; /* as in the config */
 	uint64_t reserved[6];  /* 0 */
 	struct vcuda_control_device dev[VCUDA_MAX_DEVICES]; /* same order as the config */
+	/* double each, under dev[i].seq: the node's estimate of the GPU time (ns) one cost unit of
+	 * this container's launches takes on device i (0: none yet). In a confining slot the
+	 * limiter keeps no more of its work queued than that says the slot has left, and at most a
+	 * few milliseconds of it (queue.c): queued work that ran past the slot's end would
+	 * time-slice with the next slot's. After the entries, which stay where version 1 has
+	 * them. */
+	uint64_t cost_bits[VCUDA_MAX_DEVICES];
 };
 
 struct vcuda_usage_device {
@@ -100,7 +111,8 @@ _Static_assert(offsetof(struct vcuda_control_device, slot_start_us) == 52, "slot
 _Static_assert(offsetof(struct vcuda_control_device, slot_len_us) == 56, "slot length at 56");
 _Static_assert(offsetof(struct vcuda_control_device, slot_flags) == 60, "slot flags at 60");
 _Static_assert(offsetof(struct vcuda_control, dev) == 64, "control devices at 64");
-_Static_assert(sizeof(struct vcuda_control) == 64 + 64 * VCUDA_MAX_DEVICES, "control size");
+_Static_assert(offsetof(struct vcuda_control, cost_bits) == VCUDA_CONTROL_SIZE_V1, "costs after the entries");
+_Static_assert(sizeof(struct vcuda_control) == 64 + 72 * VCUDA_MAX_DEVICES, "control size");
 _Static_assert(sizeof(struct vcuda_usage_device) == 64, "usage device entry is one line");
 _Static_assert(offsetof(struct vcuda_usage_device, waits) == 8, "waits at 8");
 _Static_assert(offsetof(struct vcuda_usage, dev) == 64, "usage devices at 64");

@@ -14,7 +14,8 @@
  * node gives it a slot, the credit of each slot period comes at its slot's start (node.c),
  * and a launch beyond it waits for the next start. A confining slot (where every tenant of the
  * GPU has one) also ends the launches at the slot's end, credit or not: the hot path then also
- * reads the clock, against the end the slow path set (vc_region_dev.gate_ns).
+ * reads the clock, against the end the slow path set (vc_region_dev.gate_ns), and holds a launch
+ * while the process's queue would run past that end (queue.c).
  * The cost of a launch is blocks x warps per block; of a graph, the sum over its kernel nodes
  * (measured at instantiate). The controller learns what a unit costs in GPU time.
  */
@@ -133,6 +134,7 @@ CUresult vc_admit_slow(int idx, uint64_t c, uint64_t cost)
 			return CUDA_SUCCESS;
 		}
 		if (node == VC_NODE_FRESH) {
+			vc_queue_cost(idx, nv.cost);
 			uint64_t allowed = vc_node_allowed(&nv, now);
 			uint64_t end = vc_node_slot_end(&nv, now);
 			if (c <= allowed && end) {
@@ -183,10 +185,12 @@ CUresult vc_admit_slow(int idx, uint64_t c, uint64_t cost)
 }
 
 /* The hot path: one atomic add and two loads when within the allowance (and a clock read in a
- * confining slot). */
-static inline CUresult admit(uint64_t cost)
+ * confining slot, where the process's queue is looked at too: queue.c). *bq is the device whose
+ * queue bounded the launch (-1: none), for vc_queue_launched after it. */
+static inline CUresult admit(uint64_t cost, int *bq)
 {
 	int idx;
+	*bq = -1;
 	CUresult rc = vc_cur_index(&idx);
 	if (rc != CUDA_SUCCESS)
 		return rc;
@@ -197,12 +201,35 @@ static inline CUresult admit(uint64_t cost)
 	if (!vcg.dev[idx].limited)
 		return CUDA_SUCCESS;
 	struct vc_region_dev *rd = &vcg.region->dev[idx];
-	if (__builtin_expect(c <= __atomic_load_n(&rd->refilled, __ATOMIC_ACQUIRE), 1)) {
-		uint64_t gate = __atomic_load_n(&rd->gate_ns, __ATOMIC_RELAXED);
-		if (__builtin_expect(!gate, 1) || vc_now() < gate)
+	int counted = 0;
+	for (;;) {
+		uint64_t gate = 0, now = 0;
+		if (__builtin_expect(c <= __atomic_load_n(&rd->refilled, __ATOMIC_ACQUIRE), 1)) {
+			gate = __atomic_load_n(&rd->gate_ns, __ATOMIC_RELAXED);
+			if (__builtin_expect(!gate, 1))
+				return CUDA_SUCCESS;
+			now = vc_now();
+		}
+		if (!gate || now >= gate) {
+			rc = vc_admit_slow(idx, c, cost);
+			if (rc != CUDA_SUCCESS)
+				return rc;
+			gate = __atomic_load_n(&rd->gate_ns, __ATOMIC_RELAXED);
+			if (!gate)
+				return CUDA_SUCCESS;
+			now = vc_now();
+		}
+		uint64_t wait = vc_queue_wait(idx, now, gate);
+		if (!wait) {
+			*bq = idx;
 			return CUDA_SUCCESS;
+		}
+		if (!counted) {
+			__atomic_fetch_add(&vcg.usage->dev[idx].waits, 1, __ATOMIC_RELAXED);
+			counted = 1;
+		}
+		vc_sleep_ns(wait);
 	}
-	return vc_admit_slow(idx, c, cost);
 }
 
 #define ENTER()                                        \
@@ -211,11 +238,19 @@ static inline CUresult admit(uint64_t cost)
 		if (rc_ != CUDA_SUCCESS)               \
 			return rc_;                    \
 	} while (0)
-#define ADMIT(cost)                                    \
-	do {                                           \
-		CUresult rc_ = admit(cost);            \
-		if (rc_ != CUDA_SUCCESS)               \
-			return rc_;                    \
+/* Admits a launch of cost units on stream s (ptsz: per-thread default stream semantics), makes
+ * it (call), and tells the queue what it queued. */
+#define LAUNCH(cost, s, ptsz, call)                                        \
+	do {                                                               \
+		uint64_t cost_ = (cost);                                   \
+		int bq_;                                                   \
+		CUresult rc_ = admit(cost_, &bq_);                         \
+		if (rc_ != CUDA_SUCCESS)                                   \
+			return rc_;                                        \
+		rc_ = (call);                                              \
+		if (bq_ >= 0 && rc_ == CUDA_SUCCESS)                       \
+			vc_queue_launched(bq_, cost_, (s), (ptsz));        \
+		return rc_;                                                \
 	} while (0)
 
 VC_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
@@ -223,48 +258,48 @@ VC_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsign
 				  void **extra)
 {
 	ENTER();
-	ADMIT(launch_cost(gx, gy, gz, bx, by, bz));
-	return REAL(cuLaunchKernel)(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
+	LAUNCH(launch_cost(gx, gy, gz, bx, by, bz), s, 0,
+	       REAL(cuLaunchKernel)(f, gx, gy, gz, bx, by, bz, shm, s, params, extra));
 }
 VC_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
 				       unsigned bx, unsigned by, unsigned bz, unsigned shm,
 				       CUstream s, void **params, void **extra)
 {
 	ENTER();
-	ADMIT(launch_cost(gx, gy, gz, bx, by, bz));
-	return REAL(cuLaunchKernel_ptsz)(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
+	LAUNCH(launch_cost(gx, gy, gz, bx, by, bz), s, 1,
+	       REAL(cuLaunchKernel_ptsz)(f, gx, gy, gz, bx, by, bz, shm, s, params, extra));
 }
 VC_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
 					     unsigned bx, unsigned by, unsigned bz, unsigned shm,
 					     CUstream s, void **params)
 {
 	ENTER();
-	ADMIT(launch_cost(gx, gy, gz, bx, by, bz));
-	return REAL(cuLaunchCooperativeKernel)(f, gx, gy, gz, bx, by, bz, shm, s, params);
+	LAUNCH(launch_cost(gx, gy, gz, bx, by, bz), s, 0,
+	       REAL(cuLaunchCooperativeKernel)(f, gx, gy, gz, bx, by, bz, shm, s, params));
 }
 VC_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy,
 						  unsigned gz, unsigned bx, unsigned by, unsigned bz,
 						  unsigned shm, CUstream s, void **params)
 {
 	ENTER();
-	ADMIT(launch_cost(gx, gy, gz, bx, by, bz));
-	return REAL(cuLaunchCooperativeKernel_ptsz)(f, gx, gy, gz, bx, by, bz, shm, s, params);
+	LAUNCH(launch_cost(gx, gy, gz, bx, by, bz), s, 1,
+	       REAL(cuLaunchCooperativeKernel_ptsz)(f, gx, gy, gz, bx, by, bz, shm, s, params));
 }
 VC_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params,
 				    void **extra)
 {
 	ENTER();
-	ADMIT(launch_cost(c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
-			  c->blockDimZ));
-	return REAL(cuLaunchKernelEx)(c, f, params, extra);
+	LAUNCH(launch_cost(c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+			   c->blockDimZ),
+	       c->hStream, 0, REAL(cuLaunchKernelEx)(c, f, params, extra));
 }
 VC_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **params,
 					 void **extra)
 {
 	ENTER();
-	ADMIT(launch_cost(c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
-			  c->blockDimZ));
-	return REAL(cuLaunchKernelEx_ptsz)(c, f, params, extra);
+	LAUNCH(launch_cost(c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+			   c->blockDimZ),
+	       c->hStream, 1, REAL(cuLaunchKernelEx_ptsz)(c, f, params, extra));
 }
 
 /* Deprecated launch APIs cannot be throttled per device here: refused, never passed on. */
@@ -374,12 +409,10 @@ static uint64_t exec_cost(CUgraphExec e)
 VC_EXPORT CUresult cuGraphLaunch(CUgraphExec e, CUstream s)
 {
 	ENTER();
-	ADMIT(exec_cost(e));
-	return REAL(cuGraphLaunch)(e, s);
+	LAUNCH(exec_cost(e), s, 0, REAL(cuGraphLaunch)(e, s));
 }
 VC_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec e, CUstream s)
 {
 	ENTER();
-	ADMIT(exec_cost(e));
-	return REAL(cuGraphLaunch_ptsz)(e, s);
+	LAUNCH(exec_cost(e), s, 1, REAL(cuGraphLaunch_ptsz)(e, s));
 }

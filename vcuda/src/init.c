@@ -60,6 +60,7 @@ static void after_fork_child(void)
 	vcg.allocs.cap = vcg.allocs.used = 0;
 	__atomic_store_n(&vcg.sampler_running, 0, __ATOMIC_RELAXED);
 	vc_ctx_after_fork();
+	vc_queue_init();
 }
 
 static void *sampler_thread(void *arg)
@@ -136,6 +137,7 @@ static void init_once(void)
 		return;
 	}
 	vc_mps_apply();
+	vc_queue_init();
 	const char *dbg = getenv("VCUDA_DEBUG");
 	vcg.debug = dbg && strcmp(dbg, "1") == 0;
 	vc_control_attach();

@@ -94,24 +94,28 @@ void vc_control_attach(void)
 	int fd = open(vcg.control_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
+	/* version 1 (before cost_bits): a container started before them, its file kept */
 	const struct vcuda_control *c = MAP_FAILED;
-	if (vc_fd_size(fd) == (off_t)sizeof(*c))
-		c = mmap(NULL, sizeof(*c), PROT_READ, MAP_SHARED, fd, 0);
+	off_t size = vc_fd_size(fd);
+	uint32_t version = size == (off_t)sizeof(*c) ? VCUDA_CONTROL_VERSION : 1;
+	if (size == (off_t)sizeof(*c) || size == (off_t)VCUDA_CONTROL_SIZE_V1)
+		c = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
 	close(fd);
 	if (c == MAP_FAILED) {
 		vc_say_once(VC_MSG_NODE, "vcuda: %s is not a %zu-byte control file; compute shares "
 			    "are decided locally", vcg.control_path, sizeof(*c));
 		return;
 	}
-	if (c->magic != VCUDA_CONTROL_MAGIC || c->version != VCUDA_CONTROL_VERSION ||
-	    c->size != sizeof(*c) || c->device_count != (uint32_t)vcg.ndev) {
+	if (c->magic != VCUDA_CONTROL_MAGIC || c->version != version || c->size != (uint32_t)size ||
+	    c->device_count != (uint32_t)vcg.ndev) {
 		vc_say_once(VC_MSG_NODE, "vcuda: %s: magic 0x%08x version %u, %u devices; want "
 			    "0x%08x version %u, %d devices; compute shares are decided locally",
 			    vcg.control_path, c->magic, c->version, c->device_count,
-			    VCUDA_CONTROL_MAGIC, VCUDA_CONTROL_VERSION, vcg.ndev);
-		munmap((void *)c, sizeof(*c));
+			    VCUDA_CONTROL_MAGIC, version, vcg.ndev);
+		munmap((void *)c, (size_t)size);
 		return;
 	}
+	vcg.control_costs = version >= 2;
 	vcg.control = c;
 }
 
@@ -135,6 +139,9 @@ static int read_entry(int idx, struct vc_node_view *v, uint64_t *seq)
 		v->slot_start_us = __atomic_load_n(&d->slot_start_us, __ATOMIC_ACQUIRE);
 		v->slot_len_us = __atomic_load_n(&d->slot_len_us, __ATOMIC_ACQUIRE);
 		v->slot_flags = __atomic_load_n(&d->slot_flags, __ATOMIC_ACQUIRE);
+		v->cost = vcg.control_costs ? vc_bits2d(__atomic_load_n(&vcg.control->cost_bits[idx],
+									 __ATOMIC_ACQUIRE))
+					    : 0;
 		if (__atomic_load_n(&d->seq, __ATOMIC_ACQUIRE) == s1) {
 			*seq = s1;
 			return 1;
@@ -229,6 +236,7 @@ void vc_node_tick(int idx, uint64_t now)
 			(unsigned long long)vc_launched(idx),
 			(unsigned long long)__atomic_load_n(&vcg.region->dev[idx].refilled, __ATOMIC_RELAXED),
 			(unsigned long long)v.allowance, v.rate, v.fallback);
+	vc_queue_cost(idx, st == VC_NODE_FRESH ? v.cost : 0);
 	if (want == had) {
 		if (st == VC_NODE_FRESH && v.mode == VCUDA_CONTROL_LIMITED) {
 			/* the local credit never runs ahead of the node's allowance (it may

@@ -72,7 +72,9 @@ static inline off_t vc_fd_size(int fd)
 	X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2)           \
 	X(cuCtxGetDevice) X(cuGraphGetNodes) X(cuGraphNodeGetType)                            \
 	X(cuGraphKernelNodeGetParams_v2) X(cuGraphChildGraphNodeGetGraph) X(cuDeviceGetAttribute) \
-	X(cuCtxGetLimit)
+	X(cuCtxGetLimit) X(cuCtxGetCurrent) X(cuEventCreate) X(cuEventRecord) X(cuEventRecord_ptsz)    \
+	X(cuEventQuery) X(cuEventDestroy_v2) X(cuStreamIsCapturing) X(cuStreamIsCapturing_ptsz)        \
+	X(cuThreadExchangeStreamCaptureMode)
 #define VC_NVML_CALLS(X)                                                                     \
 	X(nvmlInit_v2) X(nvmlDeviceGetHandleByUUID) X(nvmlDeviceGetUUID)                      \
 	X(nvmlDeviceGetSamples) X(nvmlDeviceGetUtilizationRates)
@@ -156,7 +158,26 @@ struct vc_ctx_dev {
 
 /* vc_say_once kinds */
 enum { VC_MSG_CONFIG, VC_MSG_DEVICE, VC_MSG_ROUTING, VC_MSG_REGION, VC_MSG_NODE, VC_MSG_CONTEXT,
-       VC_MSG_COUNT };
+       VC_MSG_QUEUE, VC_MSG_COUNT };
+
+/* What this process has queued on a device in confining slots (queue.c). */
+#define VC_QUEUE_EVENTS 64
+struct vc_queue {
+	pthread_mutex_t mu;
+	int off;             /* an event call failed: no bound */
+	int nev;             /* events created in pool, in order */
+	CUcontext ctx;       /* the context the events belong to */
+	CUevent pool[VC_QUEUE_EVENTS];
+	uint64_t at[VC_QUEUE_EVENTS]; /* queued when each was recorded */
+	unsigned head, n;    /* recorded and not seen complete: pool[(head + i) % VC_QUEUE_EVENTS] */
+	uint64_t queued;     /* cost units launched through the bound */
+	uint64_t done;       /* queued at the last event seen complete */
+	uint64_t seen_ns;    /* when it was seen */
+	uint64_t marked;     /* queued at the last event recorded */
+	CUstream last;       /* the last launch's stream, and whether per-thread (_ptsz) */
+	int last_ptsz;
+	uint64_t cost_bits;  /* double, the node's GPU ns per cost unit (atomic) */
+};
 
 struct vc_globals {
 	pthread_once_t once;
@@ -172,6 +193,7 @@ struct vc_globals {
 	struct vc_region *region;
 	struct vcuda_usage *usage;         /* <shared_dir>/vcuda.usage, what we report */
 	const struct vcuda_control *control; /* vcuda.control beside the config, or NULL */
+	int control_costs; /* it has cost_bits (version 2; a version 1 file ends before them) */
 	char control_path[VCUDA_PATH_LEN + 32];
 	int slot; /* our proc slot, -1 after fork until re-registered (under region lock) */
 	int slots_fd; /* <shared_dir>/vcuda.slots: we hold an OFD lock on byte `slot` (-1: none) */
@@ -185,6 +207,7 @@ struct vc_globals {
 	uint64_t view_reap_ns; /* last reap done for a memory view (atomic) */
 	pthread_mutex_t ctx_mu; /* ctx[] and the VC_KIND_CTX entries of allocs */
 	struct vc_ctx_dev ctx[VCUDA_MAX_DEVICES];
+	struct vc_queue queue[VCUDA_MAX_DEVICES];
 };
 
 extern struct vc_globals vcg VC_HIDDEN;
@@ -228,6 +251,13 @@ CUresult vc_admit_slow(int idx, uint64_t c, uint64_t cost) VC_HIDDEN;
 void vc_refill(int idx, uint64_t now) VC_HIDDEN;
 void vc_set_mode(int idx, uint32_t mode, double rate, uint64_t now) VC_HIDDEN;
 
+/* queue.c: in a confining slot ending at end, how long a launch waits for the queue before it
+ * looks again (0: it goes on); after it went on, what it queued on stream s */
+void vc_queue_init(void) VC_HIDDEN;
+void vc_queue_cost(int idx, double cost) VC_HIDDEN;
+uint64_t vc_queue_wait(int idx, uint64_t now, uint64_t end) VC_HIDDEN;
+void vc_queue_launched(int idx, uint64_t cost, CUstream s, int ptsz) VC_HIDDEN;
+
 /* node.c */
 enum { VC_NODE_NEVER = 0, VC_NODE_FRESH = 1, VC_NODE_STALE = 2 };
 struct vc_node_view {
@@ -235,6 +265,7 @@ struct vc_node_view {
 	uint64_t allowance, stamp_ns;
 	double rate, fallback;
 	uint32_t slot_period_us, slot_start_us, slot_len_us, slot_flags;
+	double cost; /* GPU ns per cost unit (0: none) */
 };
 int vc_usage_attach(char *err, size_t errlen) VC_HIDDEN;
 void vc_control_attach(void) VC_HIDDEN;

@@ -21,17 +21,22 @@ int t_harness_take_failure(char *why, size_t n);
 	X(compute_accuracy_4proc_large) X(compute_local_start_no_overshoot) X(compute_launch_variants) X(compute_two_containers_1_9) \
 	X(compute_balance_bursts_and_gives_back) X(compute_pid_namespace_fallback)           \
 	X(node_allowance_obeyed) X(node_unlimited) X(node_stale_holds_fallback)               \
-	X(node_rules_over_local_rate) X(node_bursts) X(node_slots) X(node_slot_confines)                                           \
+	X(node_rules_over_local_rate) X(node_bursts) X(node_slots) X(node_slot_confines) X(node_slot_bounds_queue)                                           \
 	X(context_counted_on_every_path) X(context_shared_cap_across_processes)                 \
 	X(context_larger_than_cap_refused) X(workload_tool_json) X(workload_stamps_and_slots)   \
 	X(workload_slot_flag_checked)                                                          \
 	X(nvml_running_processes_host_pids) X(nvml_process_utilization_host_pids)     \
 	X(fake_models_the_gpu) X(fake_time_slices) X(mps_env_rules) X(mps_env_applied) X(mps_fake_speed)             \
-	X(mps_fake_client) X(mps_fake_pinned_limit) X(fake_power_capped_clocks) X(fake_clock_follows_power)
+	X(mps_fake_client) X(mps_fake_pinned_limit) X(fake_power_capped_clocks) X(fake_clock_follows_power) \
+	X(event_fifo_done_after_its_work) X(event_sliced_done_after_its_work)                  \
+	X(event_mps_done_after_its_lane) X(event_unrecorded_is_complete)                       \
+	X(event_destroy_bad_handle) X(event_create_needs_context)                              \
+	X(event_capture_refuses_record) X(event_capture_mode_per_thread)
 #define CHILDREN(X)                                                                           \
 	X(config_probe) X(mem_paths) X(mem_over_cap) X(mem_multi) X(mem_hold) X(mem_check)      \
 	X(mem_stress) X(routing) X(burn) X(ctx_paths) X(ctx_hold) X(nvml_procs) X(nvml_proc_util)  \
-	X(fake_model) X(slice_deep) X(slice_probe) X(mps_env) X(mps_client) X(clock_probe) X(clock_saturate)
+	X(fake_model) X(slice_deep) X(slice_probe) X(mps_env) X(mps_client) X(clock_probe) X(clock_saturate) \
+	X(event)
 
 #define DECL_CASE(n) void test_##n(void);
 #define DECL_CHILD(n) int child_##n(int argc, char **argv);

@@ -53,6 +53,11 @@ struct node {
 	uint32_t slot[3];    /* the slot it gives: period, start, length (us; 0: none) */
 	uint32_t slot_flags; /* VCUDA_SLOT_* */
 	long queue_us;       /* the fake GPU's queue (FAKEGPU_MAX_QUEUE_US; 0: its default, 20 ms) */
+	double cost;         /* the GPU ns per unit it publishes (0: none) */
+	int procs;           /* burn processes in the container (0: 2) */
+	int capturing;       /* FAKEGPU_CAPTURING=1: every stream reports a graph capture */
+	int v1;              /* a version 1 control file (before the costs) */
+	char out[2048];      /* the first process's output, with capturing */
 	struct watch *watch; /* watches the container's launches while the node runs */
 	pthread_t watch_th;
 	int stop; /* atomic */
@@ -76,6 +81,10 @@ static void publish(struct node *n, uint64_t allowance, double rate, uint64_t no
 	__atomic_store_n(&d->slot_start_us, n->slot[1], __ATOMIC_SEQ_CST);
 	__atomic_store_n(&d->slot_len_us, n->slot[2], __ATOMIC_SEQ_CST);
 	__atomic_store_n(&d->slot_flags, n->slot_flags, __ATOMIC_SEQ_CST);
+	uint64_t cb;
+	memcpy(&cb, &n->cost, sizeof(cb));
+	if (!n->v1) /* a version 1 file ends before the costs */
+		__atomic_store_n(&n->c->cost_bits[0], cb, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&d->seq, s + 2, __ATOMIC_SEQ_CST);
 }
 
@@ -130,15 +139,16 @@ static int node_start(struct node *n, struct t_container *ct)
 	char dir[256], path[300];
 	snprintf(dir, sizeof(dir), "%s", ct->cfg);
 	snprintf(path, sizeof(path), "%s/%s", dirname(dir), VCUDA_CONTROL_FILE);
+	size_t size = n->v1 ? VCUDA_CONTROL_SIZE_V1 : sizeof(struct vcuda_control);
 	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	if (fd < 0 || ftruncate(fd, sizeof(struct vcuda_control)) != 0)
+	if (fd < 0 || ftruncate(fd, (off_t)size) != 0)
 		return -1;
 	n->c = mmap(NULL, sizeof(*n->c), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (n->c == MAP_FAILED)
 		return -1;
-	n->c->version = VCUDA_CONTROL_VERSION;
-	n->c->size = sizeof(*n->c);
+	n->c->version = n->v1 ? 1 : VCUDA_CONTROL_VERSION;
+	n->c->size = (uint32_t)size;
 	n->c->device_count = 1;
 	n->c->magic = VCUDA_CONTROL_MAGIC;
 	snprintf(n->usage, sizeof(n->usage), "%s/%s", ct->dir, VCUDA_USAGE_FILE);
@@ -177,8 +187,8 @@ static struct vcuda_usage_device usage_of(const struct t_container *ct)
 	return d;
 }
 
-/* One container of 2 burn processes on its own fake GPU for ms; share measured over the last
- * measure_ms. */
+/* One container of 2 burn processes (n->procs) on its own fake GPU for ms; share measured over
+ * the last measure_ms. */
 static double run(struct t_container *ct, struct node *n, long ms, long measure_ms,
 		  uint64_t *launched)
 {
@@ -192,18 +202,30 @@ static double run(struct t_container *ct, struct node *n, long ms, long measure_
 	snprintf(cfg, sizeof(cfg), "VCUDA_CONFIG=%s", ct->cfg);
 	snprintf(dur, sizeof(dur), "%ld", ms);
 	snprintf(queue, sizeof(queue), "FAKEGPU_MAX_QUEUE_US=%ld", n->queue_us);
-	const char *env[] = { devs, cfg, "FAKEGPU_NS_PER_BLOCK=1000", n->queue_us ? queue : NULL, NULL };
+	const char *env[] = { devs, cfg, "FAKEGPU_NS_PER_BLOCK=1000",
+			      n->capturing ? "FAKEGPU_CAPTURING=1" : "FAKEGPU_CAPTURING",
+			      n->queue_us ? queue : NULL, NULL };
 	const char *args[] = { "burn", "200", "256", "kernel", dur, NULL };
+	int procs = n->procs ? n->procs : 2;
 	pid_t pids[2];
-	for (int i = 0; i < 2; i++)
-		if ((pids[i] = t_spawn(env, args, NULL)) < 0)
+	int out = -1;
+	for (int i = 0; i < procs; i++)
+		if ((pids[i] = t_spawn(env, args, i == 0 && n->capturing ? &out : NULL)) < 0)
 			return -1;
 	uint64_t b0, t0, b1, t1;
 	nap_ms(ms - measure_ms);
-	int ok = fakegpu_busy_ns(uuid, pids, 2, &b0, &t0) == 0;
+	int ok = fakegpu_busy_ns(uuid, pids, procs, &b0, &t0) == 0;
 	nap_ms(measure_ms - 100);
-	ok &= fakegpu_busy_ns(uuid, pids, 2, &b1, &t1) == 0;
-	for (int i = 0; i < 2; i++)
+	ok &= fakegpu_busy_ns(uuid, pids, procs, &b1, &t1) == 0;
+	if (out >= 0) {
+		size_t got = 0;
+		ssize_t r;
+		while (got + 1 < sizeof(n->out) && (r = read(out, n->out + got, sizeof(n->out) - 1 - got)) > 0)
+			got += (size_t)r;
+		n->out[got] = 0;
+		close(out);
+	}
+	for (int i = 0; i < procs; i++)
 		ok &= t_wait(pids[i]) == 0;
 	node_stop(n);
 	struct vcuda_usage_device u = usage_of(ct);
@@ -415,6 +437,53 @@ void test_node_slot_confines(void)
 		CHECK(inside[1] >= 90, "confining: %.0f%% of the launches in the slot, want 90%% or more", inside[1]);
 		CHECK(got[0] >= 80 && inside[0] < 60, "plain: share %.1f%%, %.0f%% in the slot; want the node's 90%% spent anywhere",
 		      got[0], inside[0]);
+		return;
+	}
+}
+
+/* With the node's cost per unit, a confining slot also bounds what the container keeps queued
+ * (queue.c): the node allows 90% in a 12 ms slot of 40, and the fake GPU queues 20 ms (a program
+ * that never synchronizes, as deep as its queue lets it). Without the cost the whole queue runs
+ * past the slot's end (about 80%); with it, one process gets about the slot (30%) and a kernel
+ * past it. Each process bounds its own queue: two of one container, each ending its queue at the
+ * slot's end as if alone, queue behind each other and spill about 4 ms a period more (42%).
+ * Where the stream is being captured into a graph, no event is recorded there (it would join the
+ * graph) and none is queried outside relaxed capture mode: the bound lets go, and nothing
+ * fails. A version 1 control file (a container started before the costs) is read without
+ * them: the node's slot, no bound (the local controller, had the file been refused, would hold
+ * the config's 30%). */
+void test_node_slot_bounds_queue(void)
+{
+	for (int attempt = 1;; attempt++) {
+		double got[5];
+		int refused = 0;
+		for (int i = 0; i < 5; i++) {
+			struct t_container ct;
+			struct node n = { .share = 0.90, .mode = VCUDA_CONTROL_LIMITED, .beats = -1,
+					  .slot = { 40000, 10000, 12000 }, .slot_flags = VCUDA_SLOT_CONFINE,
+					  .queue_us = 20000, .cost = i ? NS_PER_UNIT : 0, .procs = i == 2 ? 2 : 1,
+					  .capturing = i == 3, .v1 = i == 4 };
+			uint64_t launched;
+			got[i] = run(&ct, &n, 2500, 1500, &launched);
+			t_note("node allows 90%% in a confining 12 ms slot of 40, 20 ms queued, %d process%s, %s%s%s: %.1f%%",
+			       n.procs, n.procs > 1 ? "es" : "", i ? "its cost published" : "no cost",
+			       n.capturing ? ", every stream capturing" : "",
+			       n.v1 ? ", a version 1 control file" : "", got[i]);
+			if (n.capturing && strstr(n.out, "failed")) {
+				refused = 1;
+				t_note("capturing: %s", n.out);
+			}
+		}
+		int ok = got[0] >= 60 && got[1] >= 27 && got[1] <= 36 && got[2] >= 27 && got[2] <= 50 &&
+			 got[3] >= 60 && !refused && got[4] >= 60;
+		if (attempt < ATTEMPTS && !ok)
+			continue;
+		CHECK(got[0] >= 60, "no cost: share %.1f%%, want the queue past the slot (60 or more)", got[0]);
+		CHECK(got[1] >= 27 && got[1] <= 36, "bounded, one process: share %.1f%%, want the slot's 30 and a kernel (27..36)", got[1]);
+		CHECK(got[2] >= 27 && got[2] <= 50, "bounded, two processes: share %.1f%%, want 27..50", got[2]);
+		CHECK(got[3] >= 60 && !refused, "capturing: share %.1f%%, %s; want the queue let go (60 or more), no call refused",
+		      got[3], refused ? "a call refused" : "nothing refused");
+		CHECK(got[4] >= 60, "version 1 control file: share %.1f%%, want the node's slot without a bound (60 or more)", got[4]);
 		return;
 	}
 }

@@ -1,0 +1,56 @@
+package compute
+
+import (
+	"math"
+	"testing"
+)
+
+// TestSimQueueBound: libvcuda's queue bound (vcuda/src/queue.c). Where
+// queues are deep (a training loop that never synchronizes) the confining
+// slots do not confine: at a slot's start a tenant launches its whole
+// period's credit, the GPU is still running the other's spill, so its own
+// queue runs past its slot's end, and the pair time-slices as unconfined
+// (each about 46.6 at 50 + 50, the switches' loss; the probe beside such a
+// PyTorch at 50 + 50 45.0, simulated H200). Bounded (events every
+// millisecond of work tell the limiter what of its queue has run; at the
+// node's cost it keeps at most 4 ms queued and none past the slot's end)
+// each tenant's work stays in its slot; simOptions.unboundQueue is the
+// limiter before. The rows here hold ± 3
+// bounded and missed unbounded, or held both ways.
+func TestSimQueueBound(t *testing.T) {
+	deep := func(depth int) simProgram {
+		p := simTorch
+		p.depth, p.batch = depth, 0
+		return p
+	}
+	tests := []struct {
+		name      string
+		a, b      simTenant
+		unbounded bool // missed unbounded
+	}{
+		{name: "one program 50 + 50, 64 queued", a: simT("a", 50, deep(64)), b: simT("b", 50, deep(64)), unbounded: true},
+		{name: "one program 50 + 50, 128 queued", a: simT("a", 50, deep(128)), b: simT("b", 50, deep(128)), unbounded: true},
+		{name: "one program 45 + 50, 300 queued", a: simT("a", 45, deep(300)), b: simT("b", 50, deep(300))},
+		{name: "pytorch 50, 64 queued + probe 50", a: simT("a", 50, deep(64)), b: simT("b", 50, simProbe), unbounded: true},
+		{name: "pytorch 50, 64 queued + pytorch 50", a: simT("a", 50, deep(64)), b: simT("b", 50, simTorch)},
+		{name: "pytorch 30, 64 queued + probe 60", a: simT("a", 30, deep(64)), b: simT("b", 60, simProbe)},
+		{name: "pytorch 60, 64 queued + probe 30", a: simT("a", 60, deep(64)), b: simT("b", 30, simProbe)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, bound := range []bool{false, true} {
+				o := simH200()
+				o.unboundQueue = !bound
+				got, _ := simulate(t, stretch([]simTenant{tt.a, tt.b}, 16.0/12), o)
+				t.Logf("bounded %v: %s", bound, simString(got))
+				miss := math.Abs(got["a"]-float64(tt.a.cores)) > 3 || math.Abs(got["b"]-float64(tt.b.cores)) > 3
+				switch {
+				case bound && miss:
+					t.Errorf("bounded: %s, want %d + %d ± 3", simString(got), tt.a.cores, tt.b.cores)
+				case !bound && tt.unbounded && !miss:
+					t.Errorf("unbounded: %s held ± 3; the case no longer shows the spill", simString(got))
+				}
+			}
+		})
+	}
+}
