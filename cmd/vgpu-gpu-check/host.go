@@ -44,7 +44,8 @@ func (h *host) prepare() error {
 type tenant struct {
 	etc, shared, preload string
 	tenancy              compute.Tenancy
-	mpsPipe              string // the MPS pipe directory the tenant sees read-only at api.MPSPipeDir ("" none)
+	mpsPipe              string   // the MPS pipe directory the tenant sees read-only at api.MPSPipeDir ("" none)
+	said                 []string // what libvcuda said on the tenant's stderr (limiterLines), each once
 }
 
 func (h *host) tenant(policy api.ComputePolicy, cores uint32, capMiB uint64) (*tenant, error) {
@@ -109,7 +110,13 @@ func (h *host) exec(ctx context.Context, t *tenant, cmdline, env []string, out a
 	if started != nil {
 		started(cmd.Process.Pid)
 	}
-	if err := cmd.Wait(); err != nil {
+	err := cmd.Wait()
+	for _, l := range limiterLines(stderr.String()) {
+		if !slices.Contains(t.said, l) {
+			t.said = append(t.said, l)
+		}
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -286,12 +293,44 @@ func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenan
 	if err := tr.close(); err != nil {
 		notes = append(notes, err.Error())
 	}
-	for _, n := range []string{line.note(), dev.summary(), sampler.summary(keys), lagSummary(lags), fitSummary(fitted, len(lags))} {
+	for _, n := range []string{line.note(), dev.summary(), sampler.summary(keys), lagSummary(lags), fitSummary(fitted, len(lags)), saidSummary(tens)} {
 		if n != "" {
 			notes = append(notes, n)
 		}
 	}
 	return got, strings.Join(notes, "; "), dev, err
+}
+
+// limiterLines are the lines libvcuda wrote to a tenant's stderr (it says
+// each kind of thing once a process: a control file it could not read, a
+// queue bound turned off by a failing event call).
+func limiterLines(stderr string) []string {
+	var out []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "vcuda: ") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// saidSummary is what libvcuda said in a row's tenants, each line once, with
+// the tenants that said it: "" where it said nothing.
+func saidSummary(ts []*tenant) string {
+	var lines []string
+	who := map[string][]string{}
+	for i, t := range ts {
+		for _, l := range t.said {
+			if who[l] == nil {
+				lines = append(lines, l)
+			}
+			who[l] = append(who[l], fmt.Sprintf("t%d", i+1))
+		}
+	}
+	for i, l := range lines {
+		lines[i] = fmt.Sprintf("%s (%s)", l, strings.Join(who[l], ", "))
+	}
+	return strings.Join(lines, "; ")
 }
 
 // lagSummary says how late the controller read the device's utilization

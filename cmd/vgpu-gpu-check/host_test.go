@@ -56,6 +56,34 @@ func TestFitSummary(t *testing.T) {
 	}
 }
 
+func TestSaidSummary(t *testing.T) {
+	const off = "vcuda: cuEventRecord failed (900) on GPU-1: this process's queued work is not bounded in its confining slots from now on"
+	stderr := "warming up\n" + off + "\n  vcuda: GPU-1 is not in the config  \nvcuda-debug: dev 0 node 1\n"
+	if got := limiterLines(stderr); len(got) != 2 || got[0] != off || got[1] != "vcuda: GPU-1 is not in the config" {
+		t.Fatalf("limiterLines = %q", got)
+	}
+	tests := []struct {
+		name string
+		said [][]string
+		want string
+	}{
+		{name: "nothing said", said: [][]string{nil, nil}, want: ""},
+		{name: "one tenant", said: [][]string{nil, {off}}, want: off + " (t2)"},
+		{name: "both, once each", said: [][]string{{off, "vcuda: x"}, {off}}, want: off + " (t1, t2); vcuda: x (t1)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var ts []*tenant
+			for _, s := range tt.said {
+				ts = append(ts, &tenant{said: s})
+			}
+			if got := saidSummary(ts); got != tt.want {
+				t.Errorf("saidSummary = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
 // go-nvml's GetProcessUtilization slices its buffer by the count of a second
 // call; a sample arriving between its two calls makes that count larger and
 // the slice panics (the rehearsal's balance row crashed the check there, on
