@@ -40,7 +40,8 @@
  *                        defaults take memory too. A process gives back what its contexts hold
  *                        when they are destroyed or when it exits.
  *   FAKEGPU_CAPTURING    1: every stream of the process is being captured into a CUDA graph
- *                        (cuStreamIsCapturing says ACTIVE); cuEventRecord refuses and counts
+ *                        (cuStreamIsCapturing says ACTIVE; the legacy stream, which cannot
+ *                        be, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT); cuEventRecord refuses and counts
  *                        (fakegpu_capture_records), and so does cuEventQuery outside
  *                        CU_STREAM_CAPTURE_MODE_RELAXED (fakegpu_capture_unsafe): fake_event.c
  * Device memory is also booked per process (pid + pid namespace) in the state file, so NVML can

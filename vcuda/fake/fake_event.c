@@ -11,8 +11,11 @@
  *                 all it has queued has run (sched_ns + queued[slot]), reached when the
  *                 timeline, played forward to now, has served that much, or the queue is empty
  *                 (fk_slice_sync waits for the latter).
- * There is no graph capture: FAKEGPU_CAPTURING=1 stands for an application capturing every
- * stream (fake.h). A record then refuses, as a limiter must never put its own events into the
+ * There is no graph capture: FAKEGPU_CAPTURING=1 stands for an application capturing its
+ * streams in global mode (fake.h). Every stream then reports a capture, but the legacy stream
+ * (NULL through the entry points without _ptsz, or CU_STREAM_LEGACY), which cannot be captured
+ * and is unusable while a blocking stream is, answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT as a
+ * real driver does. A record refuses, as a limiter must never put its own events into the
  * application's graph, and so does a query outside CU_STREAM_CAPTURE_MODE_RELAXED, as real CUDA
  * refuses potentially unsafe calls during a global capture; both are counted for tests.
  */
@@ -103,15 +106,22 @@ static int served(struct fk_dev *d, int slot, uint64_t target)
 	return done;
 }
 
-static CUresult record(CUevent e, CUstream stream)
+/* The legacy stream: NULL through an entry point without _ptsz, or CU_STREAM_LEGACY. */
+static int legacy(CUstream s, int ptsz)
 {
-	(void)stream; /* one queue per process and device: every stream is that queue */
+	return s == (CUstream)0x1 || (!s && !ptsz);
+}
+
+/* one queue per process and device: every stream is that queue */
+static CUresult record(CUevent e, CUstream stream, int ptsz)
+{
 	struct fk_event *ev = event_of(e);
 	if (!ev)
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (fk.capturing) { /* a real driver would add the record to the graph being captured */
 		__atomic_add_fetch(&fk.capture_records, 1, __ATOMIC_RELAXED);
-		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+		return legacy(stream, ptsz) ? CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+					    : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 	}
 	enum fk_ev_kind kind;
 	int slot = -1;
@@ -125,8 +135,8 @@ static CUresult record(CUevent e, CUstream stream)
 	return CUDA_SUCCESS;
 }
 
-FK_EXPORT CUresult cuEventRecord(CUevent e, CUstream s) { return record(e, s); }
-FK_EXPORT CUresult cuEventRecord_ptsz(CUevent e, CUstream s) { return record(e, s); }
+FK_EXPORT CUresult cuEventRecord(CUevent e, CUstream s) { return record(e, s, 0); }
+FK_EXPORT CUresult cuEventRecord_ptsz(CUevent e, CUstream s) { return record(e, s, 1); }
 
 FK_EXPORT CUresult cuEventQuery(CUevent e)
 {
@@ -149,20 +159,21 @@ FK_EXPORT CUresult cuEventQuery(CUevent e)
 
 /* ---- stream capture ---- */
 
-static CUresult is_capturing(CUstream stream, CUstreamCaptureStatus *status)
+static CUresult is_capturing(CUstream stream, int ptsz, CUstreamCaptureStatus *status)
 {
-	(void)stream;
 	CUresult rc = fk_init();
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	if (!status)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (fk.capturing && legacy(stream, ptsz))
+		return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT; /* *status unspecified, as in CUDA */
 	*status = fk.capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
 	return CUDA_SUCCESS;
 }
 
-FK_EXPORT CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *st) { return is_capturing(s, st); }
-FK_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus *st) { return is_capturing(s, st); }
+FK_EXPORT CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *st) { return is_capturing(s, 0, st); }
+FK_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus *st) { return is_capturing(s, 1, st); }
 
 /* Swaps the calling thread's capture mode (GLOBAL until changed) with *mode. */
 FK_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)

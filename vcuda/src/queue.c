@@ -88,6 +88,8 @@ static int record_locked(struct vc_queue *q, int idx, CUstream s, int ptsz)
 		return 0;
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
 	CUresult rc = ptsz ? REAL(cuStreamIsCapturing_ptsz)(s, &st) : REAL(cuStreamIsCapturing)(s, &st);
+	if (rc == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) /* the legacy stream while another captures */
+		return 0;
 	if (rc != CUDA_SUCCESS) {
 		fail_locked(q, idx, "cuStreamIsCapturing", rc);
 		return 0;

@@ -76,8 +76,9 @@ void test_node_slot_confines(void)
  * past it. Each process bounds its own queue: two of one container, each ending its queue at the
  * slot's end as if alone, queue behind each other and spill about 4 ms a period more (42%).
  * Where the stream is being captured into a graph, no event is recorded there (it would join the
- * graph) and none is queried outside relaxed capture mode: the bound lets go, and nothing
- * fails. A version 1 control file (a container started before the costs) is read without
+ * graph) and none is queried outside relaxed capture mode; the legacy stream these processes
+ * launch on answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT meanwhile (a real driver's answer while
+ * another stream captures): the bound lets go, and nothing fails. A version 1 control file (a container started before the costs) is read without
  * them: the node's slot, no bound (the local controller, had the file been refused, would hold
  * the config's 30%). */
 void test_node_slot_bounds_queue(void)
