@@ -97,27 +97,23 @@ type UsageDevice struct {
 
 // NewControl is an empty control file for n devices: no decision yet.
 func NewControl(n int) ([]byte, error) {
-	if n < 1 || n > LimiterConfigMaxDevices {
-		return nil, fmt.Errorf("control file: %d devices, want 1..%d", n, LimiterConfigMaxDevices)
-	}
-	b := make([]byte, ControlFileSize)
-	binary.LittleEndian.PutUint32(b[0:], ControlMagic)
-	binary.LittleEndian.PutUint32(b[4:], ControlVersion)
-	binary.LittleEndian.PutUint32(b[8:], ControlFileSize)
-	binary.LittleEndian.PutUint32(b[controlOffDeviceCount:], uint32(n))
-	return b, nil
+	return newFile("control file", ControlFileSize, ControlMagic, ControlVersion, n)
 }
 
 // NewUsage is an empty usage report for n devices (libvcuda creates the
 // real ones; tests forge them).
 func NewUsage(n int) ([]byte, error) {
+	return newFile("usage report", UsageFileSize, UsageMagic, UsageVersion, n)
+}
+
+func newFile(what string, size int, magic, version uint32, n int) ([]byte, error) {
 	if n < 1 || n > LimiterConfigMaxDevices {
-		return nil, fmt.Errorf("usage report: %d devices, want 1..%d", n, LimiterConfigMaxDevices)
+		return nil, fmt.Errorf("%s: %d devices, want 1..%d", what, n, LimiterConfigMaxDevices)
 	}
-	b := make([]byte, UsageFileSize)
-	binary.LittleEndian.PutUint32(b[0:], UsageMagic)
-	binary.LittleEndian.PutUint32(b[4:], UsageVersion)
-	binary.LittleEndian.PutUint32(b[8:], UsageFileSize)
+	b := make([]byte, size)
+	binary.LittleEndian.PutUint32(b[0:], magic)
+	binary.LittleEndian.PutUint32(b[4:], version)
+	binary.LittleEndian.PutUint32(b[8:], uint32(size))
 	binary.LittleEndian.PutUint32(b[controlOffDeviceCount:], uint32(n))
 	return b, nil
 }

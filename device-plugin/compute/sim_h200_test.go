@@ -173,6 +173,14 @@ func TestSimUnconfined(t *testing.T) {
 	}
 }
 
+// simTorchDeep is simTorch never synchronizing (a training loop that reads
+// no loss back), depth matmuls queued.
+func simTorchDeep(depth int) simProgram {
+	p := simTorch
+	p.depth, p.batch = depth, 0
+	return p
+}
+
 // TestSimH200DeepQueues: PyTorch-like tenants of one program that never
 // synchronize (a training loop that reads no loss back: the launches block
 // only on a full queue) are never split, on the simulated H200. Their
@@ -183,11 +191,7 @@ func TestSimUnconfined(t *testing.T) {
 // held to an even split here; how near 50 each gets is the queue bound's
 // (TestSimQueueBound: 48.8 + 48.6 at 64 queued, 46.6 each without it).
 func TestSimH200DeepQueues(t *testing.T) {
-	deep := func(depth int) simProgram {
-		p := simTorch
-		p.depth, p.batch = depth, 0
-		return p
-	}
+	deep := simTorchDeep
 	tests := []struct {
 		name string
 		a, b simTenant

@@ -18,11 +18,7 @@ import (
 // limiter before. The rows here hold ± 3
 // bounded and missed unbounded, or held both ways.
 func TestSimQueueBound(t *testing.T) {
-	deep := func(depth int) simProgram {
-		p := simTorch
-		p.depth, p.batch = depth, 0
-		return p
-	}
+	deep := simTorchDeep
 	tests := []struct {
 		name      string
 		a, b      simTenant

@@ -2,6 +2,7 @@ package containerdir
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,86 +75,58 @@ func TestGC(t *testing.T) {
 	}
 }
 
+// TestControlFileCreatedOnceAndRefusedWhenForged: a control file, and the
+// allowance the node wrote in it, survive a second Write (a container
+// restart), in place; so does one made before the costs (version 1, a
+// plugin upgraded under running pods). A symbolic link in its place is
+// refused, not followed.
 func TestControlFileCreatedOnceAndRefusedWhenForged(t *testing.T) {
-	s := Store{Root: t.TempDir()}
-	rec := Record{PodUID: "uid-1", Namespace: "ns", Name: "p", Container: "main",
-		Devices: []api.DeviceShare{{UUID: "GPU-00000000-0000-4000-8000-000000000001", MemoryMiB: 1024, Cores: 30}}}
-	p, err := s.Write(rec, []byte("cfg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(p.Control)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := api.CheckControl(b, 1); err != nil {
-		t.Fatalf("fresh control file: %v", err)
-	}
-	// An allowance the node wrote survives a second Write (a container restart).
-	api.PublishControl(b, 0, api.ControlDevice{Allowance: 42, Mode: api.ControlLimited})
-	if err := os.WriteFile(p.Control, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Write(rec, []byte("cfg")); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := os.ReadFile(p.Control); string(got) != string(b) {
-		t.Error("a second Write replaced the control file")
-	}
-	// A symbolic link in its place is refused, not followed.
-	if err := os.Remove(p.Control); err != nil {
-		t.Fatal(err)
-	}
-	target := filepath.Join(t.TempDir(), "elsewhere")
-	if err := os.WriteFile(target, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(target, p.Control); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Write(rec, []byte("cfg")); err == nil {
-		t.Error("Write accepted a symbolic link as the control file")
-	}
-}
-
-// TestControlFileV1Kept: a control file made before the costs (version 1, a
-// plugin upgraded under running pods) is kept as it is by the next Write,
-// the node's entry with it; a link to one is still refused.
-func TestControlFileV1Kept(t *testing.T) {
-	s := Store{Root: t.TempDir()}
-	rec := Record{PodUID: "uid-1", Namespace: "ns", Name: "p", Container: "main",
-		Devices: []api.DeviceShare{{UUID: "GPU-00000000-0000-4000-8000-000000000001", MemoryMiB: 1024, Cores: 30}}}
-	p, err := s.Write(rec, []byte("cfg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(p.Control)
-	api.PublishControl(b, 0, api.ControlDevice{Allowance: 42, Rate: 0.5, Mode: api.ControlLimited, PeriodUs: 100000})
-	v1 := b[:api.ControlFileSizeV1]
-	binary.LittleEndian.PutUint32(v1[4:], api.ControlVersionV1)
-	binary.LittleEndian.PutUint32(v1[8:], api.ControlFileSizeV1)
-	if err := os.WriteFile(p.Control, v1, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ino := inode(t, p.Control)
-	if _, err := s.Write(rec, []byte("cfg")); err != nil {
-		t.Fatalf("Write over a version 1 control file: %v", err)
-	}
-	if got, _ := os.ReadFile(p.Control); string(got) != string(v1) || inode(t, p.Control) != ino {
-		t.Error("a second Write changed or replaced the version 1 control file")
-	}
-	if err := os.Remove(p.Control); err != nil {
-		t.Fatal(err)
-	}
-	target := filepath.Join(t.TempDir(), "elsewhere")
-	if err := os.WriteFile(target, v1, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(target, p.Control); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Write(rec, []byte("cfg")); err == nil {
-		t.Error("Write accepted a symbolic link to a version 1 control file")
+	for _, version := range []uint32{api.ControlVersion, api.ControlVersionV1} {
+		t.Run(fmt.Sprintf("version %d", version), func(t *testing.T) {
+			s := Store{Root: t.TempDir()}
+			rec := Record{PodUID: "uid-1", Namespace: "ns", Name: "p", Container: "main",
+				Devices: []api.DeviceShare{{UUID: "GPU-00000000-0000-4000-8000-000000000001", MemoryMiB: 1024, Cores: 30}}}
+			p, err := s.Write(rec, []byte("cfg"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(p.Control)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := api.CheckControl(b, 1); err != nil {
+				t.Fatalf("fresh control file: %v", err)
+			}
+			api.PublishControl(b, 0, api.ControlDevice{Allowance: 42, Rate: 0.5, Mode: api.ControlLimited, PeriodUs: 100000})
+			if version == api.ControlVersionV1 {
+				b = b[:api.ControlFileSizeV1]
+				binary.LittleEndian.PutUint32(b[4:], api.ControlVersionV1)
+				binary.LittleEndian.PutUint32(b[8:], api.ControlFileSizeV1)
+			}
+			if err := os.WriteFile(p.Control, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ino := inode(t, p.Control)
+			if _, err := s.Write(rec, []byte("cfg")); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := os.ReadFile(p.Control); string(got) != string(b) || inode(t, p.Control) != ino {
+				t.Error("a second Write changed or replaced the control file")
+			}
+			if err := os.Remove(p.Control); err != nil {
+				t.Fatal(err)
+			}
+			target := filepath.Join(t.TempDir(), "elsewhere")
+			if err := os.WriteFile(target, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, p.Control); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Write(rec, []byte("cfg")); err == nil {
+				t.Error("Write accepted a symbolic link as the control file")
+			}
+		})
 	}
 }
 

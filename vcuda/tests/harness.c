@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -261,4 +262,18 @@ void t_ctx(int ordinal)
 	CCHECK(rc == CUDA_SUCCESS, "cuInit: %d", rc);
 	CCHECK(cuDeviceGet(&d, ordinal) == CUDA_SUCCESS, "cuDeviceGet(%d)", ordinal);
 	CCHECK(cuCtxCreate_v2(&c, 0, d) == CUDA_SUCCESS, "cuCtxCreate");
+}
+
+double t_mono_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+uint64_t t_busy_of(const char *uuid, int pid)
+{
+	uint64_t b = 0, t = 0;
+	CCHECK(fakegpu_busy_ns(uuid, &pid, pid ? 1 : 0, &b, &t) == 0, "fakegpu_busy_ns");
+	return b;
 }

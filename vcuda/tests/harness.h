@@ -82,6 +82,10 @@ int t_sanitized(void); /* running an ASan or TSan build */
 
 /* fake GPU accounting (exported by the fake libcuda.so.1) */
 int fakegpu_busy_ns(const char *uuid, const int *pids, int npids, uint64_t *busy_ns, uint64_t *now_ns);
+/* CLOCK_MONOTONIC in seconds. */
+double t_mono_s(void);
+/* In a child: the GPU time process pid (0: every process) has had on the fake GPU uuid. */
+uint64_t t_busy_of(const char *uuid, int pid);
 int fakegpu_mem(const char *uuid, uint64_t *used, uint64_t *peak);
 
 /* shared child helpers */

@@ -21,20 +21,6 @@ int fakegpu_mps_last(int dev, uint64_t *ns);
 
 #define MS 1000000ull /* a kernel of 1000 blocks at FAKEGPU_NS_PER_BLOCK=1000 */
 
-static double mono_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static uint64_t busy_of(const char *uuid, int pid)
-{
-	uint64_t b = 0, t = 0;
-	CCHECK(fakegpu_busy_ns(uuid, &pid, 1, &b, &t) == 0, "fakegpu_busy_ns");
-	return b;
-}
-
 static CUfunction burn(void)
 {
 	CUmodule m;
@@ -63,10 +49,10 @@ static CUevent new_event(void)
  * once it had (read after). Returns the GPU time run when it was done. */
 static uint64_t watch(const char *uuid, CUevent e, uint64_t want)
 {
-	for (double t0 = mono_s();; usleep(200)) {
-		uint64_t before = busy_of(uuid, getpid());
+	for (double t0 = t_mono_s();; usleep(200)) {
+		uint64_t before = t_busy_of(uuid, getpid());
 		CUresult rc = cuEventQuery(e);
-		uint64_t after = busy_of(uuid, getpid());
+		uint64_t after = t_busy_of(uuid, getpid());
 		if (rc == CUDA_SUCCESS) {
 			CCHECK(after >= want, "done with %llu of %llu ns run", (unsigned long long)after,
 			       (unsigned long long)want);
@@ -75,7 +61,7 @@ static uint64_t watch(const char *uuid, CUevent e, uint64_t want)
 		CCHECK(rc == CUDA_ERROR_NOT_READY, "cuEventQuery: %d", rc);
 		CCHECK(before < want, "not ready with all %llu ns run (%llu)", (unsigned long long)want,
 		       (unsigned long long)before);
-		CCHECK(mono_s() - t0 < 10, "never done (%llu of %llu ns ran)", (unsigned long long)after,
+		CCHECK(t_mono_s() - t0 < 10, "never done (%llu of %llu ns ran)", (unsigned long long)after,
 		       (unsigned long long)want);
 	}
 }
@@ -90,9 +76,9 @@ static int order(int argc, char **argv)
 	CUfunction f = burn();
 	CUevent e = new_event();
 	if (argc > 1) /* sliced beside a deep queue: wait until the engine alternates */
-		for (double t0 = mono_s(); busy_of(uuid, atoi(argv[1])) < 20 * MS;)
-			CCHECK(mono_s() - t0 < 5, "the other process never ran");
-	uint64_t b0 = busy_of(uuid, getpid());
+		for (double t0 = t_mono_s(); t_busy_of(uuid, atoi(argv[1])) < 20 * MS;)
+			CCHECK(t_mono_s() - t0 < 5, "the other process never ran");
+	uint64_t b0 = t_busy_of(uuid, getpid());
 	launch_ms(f, 20);
 	CCHECK(cuEventRecord(e, NULL) == CUDA_SUCCESS, "record");
 	CCHECK(cuEventQuery(e) == CUDA_ERROR_NOT_READY, "just recorded behind 20 ms of work: want not ready");
@@ -116,16 +102,16 @@ static int mps(int argc, char **argv)
 	CUfunction f = burn();
 	CUevent e = new_event();
 	uint64_t ns;
-	double t0 = mono_s();
+	double t0 = t_mono_s();
 	launch_ms(f, 20);
-	double t1 = mono_s();
+	double t1 = t_mono_s();
 	CCHECK(fakegpu_mps_last(0, &ns) == 0 && ns == MS, "an MPS client alone at 100%%: 1 ms kernels");
 	CCHECK(cuEventRecord(e, NULL) == CUDA_SUCCESS, "record");
 	launch_ms(f, 80);
 	for (;; usleep(200)) {
-		double before = mono_s();
+		double before = t_mono_s();
 		CUresult rc = cuEventQuery(e);
-		double after = mono_s();
+		double after = t_mono_s();
 		if (rc == CUDA_SUCCESS) {
 			t_note("done %.1f ms after the first launch", (after - t0) * 1e3);
 			CCHECK(after - t0 >= 0.020, "done %.1f ms after 20 ms of work began", (after - t0) * 1e3);

@@ -138,32 +138,18 @@ void test_fake_models_the_gpu(void)
 	CHECK(rc == 0, "child exit %d:\n%s", rc, out);
 }
 
-static double mono_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static uint64_t busy_of(const char *uuid, int pid)
-{
-	uint64_t b = 0, t = 0;
-	CCHECK(fakegpu_busy_ns(uuid, &pid, pid ? 1 : 0, &b, &t) == 0, "fakegpu_busy_ns");
-	return b;
-}
-
 /* args: seconds. Keeps its queue full of 1 ms kernels (FAKEGPU_MAX_QUEUE_US deep) for that
  * long, then drains it. */
 int child_slice_deep(int argc, char **argv)
 {
 	CCHECK(argc == 1, "args");
-	double secs = atof(argv[0]), t0 = mono_s();
+	double secs = atof(argv[0]), t0 = t_mono_s();
 	CUmodule m;
 	CUfunction f;
 	t_ctx(0);
 	CCHECK(cuModuleLoadData(&m, "fake") == CUDA_SUCCESS && cuModuleGetFunction(&f, m, "burn") == CUDA_SUCCESS,
 	       "function");
-	while (mono_s() - t0 < secs)
+	while (t_mono_s() - t0 < secs)
 		CCHECK(cuLaunchKernel(f, 1000, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL) == CUDA_SUCCESS, "launch");
 	CCHECK(cuCtxSynchronize() == CUDA_SUCCESS, "sync");
 	return 0;
@@ -183,33 +169,33 @@ int child_slice_probe(int argc, char **argv)
 	t_ctx(0);
 	CCHECK(cuModuleLoadData(&m, "fake") == CUDA_SUCCESS && cuModuleGetFunction(&f, m, "burn") == CUDA_SUCCESS,
 	       "function");
-	for (double t0 = mono_s(); busy_of(uuid, deep) < 100000000ull;) /* 100 ms of its work ran */
-		CCHECK(mono_s() - t0 < 5, "the deep child never ran 100 ms of work");
-	double t0 = mono_s();
+	for (double t0 = t_mono_s(); t_busy_of(uuid, deep) < 100000000ull;) /* 100 ms of its work ran */
+		CCHECK(t_mono_s() - t0 < 5, "the deep child never ran 100 ms of work");
+	double t0 = t_mono_s();
 	CCHECK(cuLaunchKernel(f, 50, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL) == CUDA_SUCCESS, "launch");
 	CCHECK(cuCtxSynchronize() == CUDA_SUCCESS, "sync");
-	double waited = mono_s() - t0;
+	double waited = t_mono_s() - t0;
 	t_note("a 50 us kernel behind a full queue of another context: %.1f ms", waited * 1e3);
 	CCHECK(waited < 0.1, "a 50 us kernel behind another context's queue took %.0f ms: want a slice or two, not the queue", waited * 1e3);
 
 	/* both saturating: skip the first 50 ms, measure 400 ms */
-	double start = mono_s();
+	double start = t_mono_s();
 	uint64_t d0 = 0, m0 = 0, o0 = 0;
 	double w0 = 0;
 	int measuring = 0;
 	for (;;) {
 		CCHECK(cuLaunchKernel(f, 1000, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL) == CUDA_SUCCESS, "launch");
-		double now = mono_s();
+		double now = t_mono_s();
 		if (!measuring && now - start >= 0.05) {
 			measuring = 1;
-			w0 = now, d0 = busy_of(uuid, 0), m0 = busy_of(uuid, getpid()), o0 = busy_of(uuid, deep);
+			w0 = now, d0 = t_busy_of(uuid, 0), m0 = t_busy_of(uuid, getpid()), o0 = t_busy_of(uuid, deep);
 		}
 		if (measuring && now - w0 >= 0.4)
 			break;
 	}
-	double wall = (mono_s() - w0) * 1e9;
-	double dev = (double)(busy_of(uuid, 0) - d0) / wall, mine = (double)(busy_of(uuid, getpid()) - m0) / wall,
-	       other = (double)(busy_of(uuid, deep) - o0) / wall;
+	double wall = (t_mono_s() - w0) * 1e9;
+	double dev = (double)(t_busy_of(uuid, 0) - d0) / wall, mine = (double)(t_busy_of(uuid, getpid()) - m0) / wall,
+	       other = (double)(t_busy_of(uuid, deep) - o0) / wall;
 	t_note("both saturating, 2 ms slices, 100 us switches: device %.3f, this %.3f, the other %.3f, switches %.3f",
 	       dev, mine, other, dev - mine - other);
 	CCHECK(dev > 0.97, "the engine was busy %.3f of the time, want all of it", dev);
