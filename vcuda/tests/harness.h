@@ -82,6 +82,8 @@ int t_sanitized(void); /* running an ASan or TSan build */
 
 /* fake GPU accounting (exported by the fake libcuda.so.1) */
 int fakegpu_busy_ns(const char *uuid, const int *pids, int npids, uint64_t *busy_ns, uint64_t *now_ns);
+/* t_fake.c: child mode head... UUID PID beside a deep-queued process on a time-sliced fake GPU. */
+int t_run_beside_deep(const char *deep_secs, const char *const *head, char *out, size_t outlen, int *deep_rc);
 /* CLOCK_MONOTONIC in seconds. */
 double t_mono_s(void);
 /* In a child: the GPU time process pid (0: every process) has had on the fake GPU uuid. */

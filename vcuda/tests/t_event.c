@@ -340,18 +340,9 @@ void test_event_fifo_done_after_its_work(void) { RUN_EVENT(NULL, "order", "UUID"
  * (~half the engine), not the wall clock. */
 void test_event_sliced_done_after_its_work(void)
 {
-	struct t_fake_gpu g;
-	char pid[32], out[8192];
-	CHECK(t_fake_gpu(&g) == 0, "config");
-	const char *env[] = { g.devices, g.config, "FAKEGPU_NS_PER_BLOCK=1000", "FAKEGPU_SLICE_US=2000",
-			      "FAKEGPU_SWITCH_US=100", "FAKEGPU_MAX_QUEUE_US=300000", NULL };
-	const char *deep_args[] = { "slice_deep", "0.6", NULL };
-	pid_t d = t_spawn(env, deep_args, NULL);
-	CHECK(d > 0, "spawn");
-	snprintf(pid, sizeof(pid), "%d", (int)d);
-	const char *args[] = { "event", "order", g.uuid, pid, NULL };
-	int rc = t_run(env, args, out, sizeof(out));
-	int drc = t_wait(d);
+	const char *head[] = { "event", "order", NULL };
+	char out[8192];
+	int drc = -1, rc = t_run_beside_deep("0.6", head, out, sizeof(out), &drc);
 	CHECK(rc == 0 && drc == 0, "child exit %d, deep child exit %d:\n%s", rc, drc, out);
 }
 

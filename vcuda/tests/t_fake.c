@@ -207,21 +207,41 @@ int child_slice_probe(int argc, char **argv)
 	return 0;
 }
 
-/* Time slicing between contexts (FAKEGPU_SLICE_US, FAKEGPU_SWITCH_US), with deep queues. */
-void test_fake_time_slices(void)
+/* Runs child mode head... UUID PID on a time-sliced fake GPU (2 ms slices, 100 us switches, 300
+ * ms queues) beside a slice_deep child that keeps its queue full for deep_secs; PID is that
+ * child's. Returns the child's exit code, the deep child's in *deep_rc, the output in out. */
+int t_run_beside_deep(const char *deep_secs, const char *const *head, char *out, size_t outlen, int *deep_rc)
 {
 	struct t_fake_gpu g; /* unlimited: the fake's own scheduling */
 	char pid[32];
-	CHECK(t_fake_gpu(&g) == 0, "config");
+	const char *args[16];
+	if (t_fake_gpu(&g) != 0)
+		return -1;
 	const char *env[] = { g.devices, g.config, "FAKEGPU_NS_PER_BLOCK=1000", "FAKEGPU_SLICE_US=2000",
 			      "FAKEGPU_SWITCH_US=100", "FAKEGPU_MAX_QUEUE_US=300000", NULL };
-	const char *deep_args[] = { "slice_deep", "1.5", NULL };
+	const char *deep_args[] = { "slice_deep", deep_secs, NULL };
 	pid_t d = t_spawn(env, deep_args, NULL);
-	CHECK(d > 0, "spawn");
+	if (d <= 0)
+		return -1;
 	snprintf(pid, sizeof(pid), "%d", (int)d);
-	const char *args[] = { "slice_probe", g.uuid, pid, NULL };
+	int n = 0;
+	while (head[n] && n < 13) {
+		args[n] = head[n];
+		n++;
+	}
+	args[n++] = g.uuid;
+	args[n++] = pid;
+	args[n] = NULL;
+	int rc = t_run(env, args, out, outlen);
+	*deep_rc = t_wait(d);
+	return rc;
+}
+
+/* Time slicing between contexts (FAKEGPU_SLICE_US, FAKEGPU_SWITCH_US), with deep queues. */
+void test_fake_time_slices(void)
+{
+	const char *head[] = { "slice_probe", NULL };
 	char out[4096];
-	int rc = t_run(env, args, out, sizeof(out));
-	int drc = t_wait(d);
+	int drc = -1, rc = t_run_beside_deep("1.5", head, out, sizeof(out), &drc);
 	CHECK(rc == 0 && drc == 0, "probe exit %d, deep child exit %d:\n%s", rc, drc, out);
 }
