@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -100,7 +101,8 @@ func run(logger klog.Logger, kubeconfig, listen, certFile, keyFile, scheduler st
 	mux.Handle("/pods/mutate", admission.Handler(opts, admission.NewMetrics(reg)))
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	srv := &http.Server{Addr: listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConfig}
+	handler := &drainable{Handler: mux}
+	srv := &http.Server{Addr: listen, Handler: handler, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConfig}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServeTLS("", "") }()
 	logger.Info("Serving", "listen", listen, "schedulerName", scheduler)
@@ -109,20 +111,40 @@ func run(logger klog.Logger, kubeconfig, listen, certFile, keyFile, scheduler st
 		return err
 	case <-ctx.Done():
 	}
-	return shutdown(logger, srv, errc, drain)
+	return shutdown(logger, srv, handler, errc, drain)
+}
+
+// drainable serves as its Handler does; once draining, each answer carries
+// "Connection: close", so the server closes that connection after it
+// (HTTP/2: a GOAWAY once its streams are done) and the client, told so in
+// the answer, does not send on it again.
+type drainable struct {
+	http.Handler
+	draining atomic.Bool
+}
+
+func (d *drainable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if d.draining.Load() {
+		w.Header().Set("Connection", "close")
+	}
+	d.Handler.ServeHTTP(w, r)
 }
 
 // shutdown stops a server that got SIGTERM: first it goes on serving for
-// drain, closing each connection after its next answer (HTTP/2: a GOAWAY
-// once its streams are done), so that kube-apiserver dials again and, once
-// its endpoints say this replica is going, reaches another one; then it
-// stops taking connections and waits up to 10 s for the requests in flight.
-// Stopped at once, a replica of a rolling update refused vGPU pods under
-// failurePolicy Fail: kube-apiserver kept its open connection to it, and
-// under load dialled its address after it had stopped (simulated cluster,
-// TestAdmissionTwoReplicasOneStopped).
-func shutdown(logger klog.Logger, srv *http.Server, errc <-chan error, drain time.Duration) error {
-	srv.SetKeepAlivesEnabled(false)
+// drain, closing each connection after its next answer, so that
+// kube-apiserver dials again and, once its endpoints say this replica is
+// going, reaches another one; then it stops taking connections and waits up
+// to 10 s for the requests in flight. Stopped at once, a replica of a
+// rolling update refused vGPU pods under failurePolicy Fail: kube-apiserver
+// kept its open connection to it, and under load dialled its address after
+// it had stopped (simulated cluster, TestAdmissionTwoReplicasOneStopped).
+// Idle connections stay open while draining: kube-apiserver calls webhooks
+// over HTTP/1.1, where closing an idle connection races with a request the
+// client is sending on it, and the request fails ("broken pipe"; a POST is
+// not sent again). Closing them at SIGTERM refused a vGPU pod so (CI, the
+// same test).
+func shutdown(logger klog.Logger, srv *http.Server, handler *drainable, errc <-chan error, drain time.Duration) error {
+	handler.draining.Store(true)
 	if drain > 0 {
 		logger.Info("Draining: serving on, each connection closed after its next answer", "shutdownDelay", drain)
 		select {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -138,7 +139,8 @@ func TestServingTLSRefusesBadFiles(t *testing.T) {
 // still list), then stops.
 func TestShutdownDrains(t *testing.T) {
 	var conns atomic.Int32
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	handler := &drainable{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })}
+	srv := httptest.NewUnstartedServer(handler)
 	srv.EnableHTTP2 = true
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
@@ -173,7 +175,7 @@ func TestShutdownDrains(t *testing.T) {
 	const drain = 1500 * time.Millisecond
 	done := make(chan error, 1)
 	start := time.Now()
-	go func() { done <- shutdown(klog.Background(), srv.Config, make(chan error), drain) }()
+	go func() { done <- shutdown(klog.Background(), srv.Config, handler, make(chan error), drain) }()
 	time.Sleep(100 * time.Millisecond)
 	for i := range 3 {
 		if err := get(); err != nil {
@@ -194,5 +196,64 @@ func TestShutdownDrains(t *testing.T) {
 	}
 	if err := get(); err == nil {
 		t.Error("a request after the shutdown was answered")
+	}
+}
+
+// TestShutdownKeepsIdleHTTP1Connections: kube-apiserver calls webhooks over
+// HTTP/1.1 and keeps its connection. At SIGTERM the connection idles; a
+// request sent on it after SIGTERM is answered, with "Connection: close",
+// and then the connection closes. A server that closed its idle
+// connections at SIGTERM failed such a request ("broken pipe", CI) and so
+// refused a vGPU pod under failurePolicy Fail.
+func TestShutdownKeepsIdleHTTP1Connections(t *testing.T) {
+	handler := &drainable{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })}
+	srv := httptest.NewUnstartedServer(handler)
+	srv.StartTLS()
+	defer srv.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	conn, err := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{RootCAs: pool, NextProtos: []string{"http/1.1"}, ServerName: "example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r := bufio.NewReader(conn)
+	post := func() (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/pods/mutate", strings.NewReader("{}"))
+		if err := req.Write(conn); err != nil {
+			return nil, err
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(r, req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		_, err = io.ReadAll(resp.Body)
+		return resp, err
+	}
+	resp, err := post()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Close {
+		t.Fatal("before SIGTERM the answer closed the connection")
+	}
+	const drain = time.Second
+	done := make(chan error, 1)
+	go func() { done <- shutdown(klog.Background(), srv.Config, handler, make(chan error), drain) }()
+	time.Sleep(200 * time.Millisecond) // the connection idles after SIGTERM
+	resp, err = post()
+	if err != nil {
+		t.Fatalf("a request on the connection kept from before SIGTERM: %v (the server closed it idle)", err)
+	}
+	if resp.StatusCode != http.StatusOK || !resp.Close {
+		t.Errorf("answer while draining: %s, Connection: close %v; want 200 OK closing the connection", resp.Status, resp.Close)
+	}
+	if n, err := r.ReadByte(); err == nil {
+		t.Errorf("after the closing answer the connection sent %q, want it closed", n)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("shutdown: %v", err)
 	}
 }
