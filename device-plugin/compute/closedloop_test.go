@@ -688,17 +688,18 @@ func TestClosedLoopBalance(t *testing.T) {
 	within(t, got, want, 3)
 }
 
-// TestClosedLoopDeepQueues (VGPU_DEEP=1, not in the suite yet): the GPU
-// queues half a second of work before a launch blocks, as a real one queues
-// ~1000 launches. An open fault of issue 21: while the queue fills, a
-// tenant's first per-process samples pair its units with GPU time that has
-// not run yet, two tenants of one program are taken for different programs
-// (a 99, b 186 ns per unit, true 125), and their measured costs need seconds
-// to converge: one attempt in two or three misses (a 34-37 or 28 for 30 in 6
-// and 10 s runs, fake driver). The simulation's deep-queue case passes.
+// TestClosedLoopDeepQueues: the GPU queues half a second of work before a
+// launch blocks, as a real one queues ~1000 launches. While the queue
+// fills, a tenant's first per-process samples pair its units with GPU time
+// that has not run yet; two tenants of one program were once taken for
+// different programs (a 99, b 186 ns per unit, true 125) and one attempt in
+// two or three missed (a 34-37 or 28 for 30, fake driver, issue 21), so the
+// case stayed out of the suite. With the cost fit and attribution as they
+// are now it holds: nine runs of 10 s, a 29.8-30.1 + b 59.6-60.0 (fake
+// driver, 2026-11-30; three more with no queue bound in libvcuda, the same).
 func TestClosedLoopDeepQueues(t *testing.T) {
-	if os.Getenv("VGPU_DEEP") == "" {
-		t.Skip("VGPU_DEEP=1: a known miss of the attribution at start (issue 21), not a check yet")
+	if testing.Short() {
+		t.Skip("closed loop on the fake driver: seconds per scenario")
 	}
 	want := map[string]float64{"a": 30, "b": 60}
 	got := retry(t, func() map[string]float64 {
@@ -726,6 +727,13 @@ func TestClosedLoopTimeSlices(t *testing.T) {
 		{name: "elementwise 30 beside gemm 60", mix: true, specs: []tenantSpec{sliced(elementwise("a", 30)), sliced(gemm("b", 60))}, want: map[string]float64{"a": 30, "b": 60}},
 		{name: "one program 30+60, short kernels", specs: []tenantSpec{sliced(short(compute("a", 30))), sliced(short(compute("b", 60)))}, want: map[string]float64{"a": 30, "b": 60}},
 		{name: "one program 30+60, deep queues", specs: []tenantSpec{sliced(deep(long(compute("a", 30)))), sliced(deep(long(compute("b", 60))))}, want: map[string]float64{"a": 30, "b": 60}},
+		// Two processes of a's container, each bounding only its own queue
+		// in a's slot: with the slot alone they spill past its end (42.1 for
+		// 30, node_slot_bounds_queue); the controller holds the container's
+		// share, its processes' sum (fake driver: 30.0 and 29.9 for 30).
+		{name: "two processes of a 30 beside 60, deep queues", specs: []tenantSpec{
+			sliced(deep(compute("a", 30).at(0, 10))), sliced(deep(compute("a", 30).in("a", "a2").at(0, 10))), sliced(deep(compute("b", 60).at(0, 10)))},
+			want: map[string]float64{"a": 30, "b": 60}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -735,11 +743,25 @@ func TestClosedLoopTimeSlices(t *testing.T) {
 				// loaded machine), more often than the suite's retries allow.
 				t.Skip("VGPU_SLICED_MIX=1: different programs on a time-sliced GPU, a known marginal case (issue 21)")
 			}
-			got := retry(t, func() map[string]float64 { return scenario(t, tt.specs, 0) },
+			got := retry(t, func() map[string]float64 { return perContainer(tt.specs, scenario(t, tt.specs, 0)) },
 				func(got map[string]float64) bool { return near(got, tt.want, 3) })
 			within(t, got, tt.want, 3)
 		})
 	}
+}
+
+// perContainer sums the shares of each container's processes, keyed by the
+// container (its first process's name).
+func perContainer(specs []tenantSpec, got map[string]float64) map[string]float64 {
+	sum := map[string]float64{}
+	for _, s := range specs {
+		c := s.container
+		if c == "" {
+			c = s.name
+		}
+		sum[c] += got[s.name]
+	}
+	return sum
 }
 
 // TestClosedLoopControllerDies: the node controller stops 4 s into the run;
