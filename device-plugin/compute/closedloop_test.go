@@ -263,6 +263,15 @@ func TestClosedLoopTimeSlices(t *testing.T) {
 				// Within ±3 on most attempts, not on all: one attempt in two or
 				// three misses (a 24.5 + b 64.4, a 32.0 + b 55.8; fake driver,
 				// loaded machine), more often than the suite's retries allow.
+				// 2026-11-30, with the queue bound: 7 of 13 first attempts
+				// held (misses a 26.4-27.0), and with no switch cost at all a
+				// 26.4 / 31.5 / 28.6 / 28.0: not the switches. The controller's
+				// own view held 30 + 60 in a missed run; its costs, from
+				// per-process samples off by ±20 points (the H100's), were 15%
+				// (a) and 6% (b) off. The simulation with the same samples
+				// holds (29.3-30.0). On such a GPU only these samples tell two
+				// programs' costs apart; the fit over taken turns runs where
+				// samples give no shares (an H200).
 				t.Skip("VGPU_SLICED_MIX=1: different programs on a time-sliced GPU, a known marginal case (issue 21)")
 			}
 			got := retry(t, func() map[string]float64 { return perContainer(tt.specs, scenario(t, tt.specs, 0)) },
