@@ -68,10 +68,14 @@ func TestPlan(t *testing.T) {
 			"slicing: back to back x2", "slicing: slots 20+20 of 40 ms, fill 0.90", "slicing: slots 20+20 of 40 ms, fill 0.95", "slicing: slots 20+20 of 40 ms, fill 1.00"}},
 		{name: "memory rows of the programs in -use only", args: []string{"-only", "memory", "-use", "cupy"}, want: []string{"memory: cupy/default"}},
 		{name: "the deep rows: PyTorch never synchronized, its own solo row", args: []string{"-only", "deep"}, want: []string{
-			"deep: solo pytorch-deep", "deep: pytorch-deep 50+50", "deep: pytorch-deep 45+50"}},
+			"deep: solo pytorch-deep", "deep: pytorch-deep 50+50", "deep: pytorch-deep 45+50", "deep: solo probe-elem", "deep: pytorch-deep 50 + probe-elem 50"}},
+		{name: "the deep rows after mixed: the probe's solo row is done", args: []string{"-only", "mixed,deep", "-use", "pytorch,probe"}, want: []string{
+			"mixed: solo pytorch", "mixed: solo probe-elem", "mixed: pytorch 30 + probe-elem 60", "mixed: pytorch 50 + probe-elem 50", "mixed: pytorch + probe-elem unlimited",
+			"deep: solo pytorch-deep", "deep: pytorch-deep 50+50", "deep: pytorch-deep 45+50", "deep: pytorch-deep 50 + probe-elem 50"}},
 		{name: "the deep rows run PyTorch", args: []string{"-only", "deep", "-use", "cupy"}, want: []string{
 			"deep: solo pytorch-deep [skip: pytorch is not in -use]", "deep: pytorch-deep 50+50 [skip: pytorch is not in -use]",
-			"deep: pytorch-deep 45+50 [skip: pytorch is not in -use]"}},
+			"deep: pytorch-deep 45+50 [skip: pytorch is not in -use]", "deep: solo probe-elem [skip: probe is not in -use]",
+			"deep: pytorch-deep 50 + probe-elem 50 [skip: pytorch is not in -use]"}},
 		{name: "the guard row runs the probe", args: []string{"-only", "guard", "-use", "pytorch"}, want: []string{
 			"guard: memory guard, probe/malloc [skip: probe is not in -use (the guard row runs the probe)]"}},
 	} {
