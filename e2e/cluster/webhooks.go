@@ -2,14 +2,7 @@ package cluster
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -24,6 +17,7 @@ import (
 
 	"github.com/volcano-vgpu/volcano-vgpu/admission"
 	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/testcerts"
 )
 
 // Volcano's admission webhooks, served by vc-webhook-manager on 127.0.0.1.
@@ -57,45 +51,16 @@ func (c Config) ensureWebhookTLS() (webhookTLS, error) {
 	if _, err := os.Stat(t.key); err == nil {
 		return t, nil
 	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := testcerts.NewCA("volcano-vgpu local webhook CA", 10*365*24*time.Hour)
 	if err != nil {
 		return t, err
 	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "volcano-vgpu local webhook CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(10, 0, 0),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	cert, key, err := ca.Issue("127.0.0.1", 10*365*24*time.Hour, []net.IP{net.ParseIP("127.0.0.1")})
 	if err != nil {
 		return t, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
+	if err := testcerts.WriteSwapped(map[string][]byte{t.ca: ca.PEM, t.cert: cert, t.key: key}); err != nil {
 		return t, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(10, 0, 0),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caTmpl, &key.PublicKey, caKey)
-	if err != nil {
-		return t, err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return t, err
-	}
-	for path, block := range map[string]*pem.Block{
-		t.ca: {Type: "CERTIFICATE", Bytes: caDER}, t.cert: {Type: "CERTIFICATE", Bytes: der},
-		t.key: {Type: "EC PRIVATE KEY", Bytes: keyDER},
-	} {
-		if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
-			return t, err
-		}
 	}
 	return t, nil
 }

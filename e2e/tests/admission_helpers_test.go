@@ -6,15 +6,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -33,68 +27,34 @@ import (
 
 	"github.com/volcano-vgpu/volcano-vgpu/admission"
 	"github.com/volcano-vgpu/volcano-vgpu/api"
+	"github.com/volcano-vgpu/volcano-vgpu/e2e/testcerts"
 )
 
-// webhookCA is a CA and the PEM of its certificate.
-type webhookCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
+// webhookCA is a test's CA.
+type webhookCA struct{ *testcerts.CA }
 
 func newWebhookCA(t *testing.T, name string) webhookCA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := testcerts.NewCA(name, 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(now.UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return webhookCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+	return webhookCA{ca}
 }
 
-func (ca webhookCA) pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(ca.cert)
-	return p
-}
+func (ca webhookCA) pool() *x509.CertPool { return ca.Pool() }
 
 // issue writes a serving certificate for the IPs and DNS names, signed by
 // ca, to dir/tls.crt and dir/tls.key, each through a rename (as a Secret
 // volume's update swaps files).
 func (ca webhookCA) issue(t *testing.T, dir string, ips []net.IP, dns ...string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	cert, key, err := ca.Issue("vgpu-admission", 24*time.Hour, ips, dns...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(now.UnixNano()), Subject: pkix.Name{CommonName: "vgpu-admission"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IPAddresses: ips, DNSNames: dns,
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
+	if err := testcerts.WriteSwapped(map[string][]byte{filepath.Join(dir, "tls.crt"): cert, filepath.Join(dir, "tls.key"): key}); err != nil {
 		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, block := range map[string]*pem.Block{"tls.crt": {Type: "CERTIFICATE", Bytes: der}, "tls.key": {Type: "EC PRIVATE KEY", Bytes: keyDER}} {
-		tmp := filepath.Join(dir, "."+name+".new")
-		if err := os.WriteFile(tmp, pem.EncodeToMemory(block), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 

@@ -49,7 +49,7 @@ func TestAdmissionOnlyVGPUPodsSent(t *testing.T) {
 	ca.issue(t, dir, []net.IP{net.ParseIP("127.0.0.1")})
 	w := startWebhook(t, ctx, "vgpu-admission-only-vgpu", "127.0.0.1", "127.0.0.1", dir, ca, testDrain)
 	url := "https://" + w.addr + "/pods/mutate"
-	admissionHook(t, ctx, "e2e-"+ns, admissionregv1.WebhookClientConfig{URL: &url, CABundle: ca.pem}, ns, optedOut)
+	admissionHook(t, ctx, "e2e-"+ns, admissionregv1.WebhookClientConfig{URL: &url, CABundle: ca.PEM}, ns, optedOut)
 	waitCounted(t, ctx, ns, ca, w)
 
 	before := w.reviews(t, ctx, ca)
@@ -98,10 +98,10 @@ func TestAdmissionCertificateRotation(t *testing.T) {
 	hook := func(bundle []byte) {
 		admissionHook(t, ctx, "e2e-"+ns, admissionregv1.WebhookClientConfig{URL: &url, CABundle: bundle}, ns)
 	}
-	hook(oldCA.pem)
+	hook(oldCA.PEM)
 	waitCounted(t, ctx, ns, oldCA, w)
 
-	hook(append(append([]byte{}, oldCA.pem...), newCA.pem...))
+	hook(append(append([]byte{}, oldCA.PEM...), newCA.PEM...))
 	newCA.issue(t, dir, loopback)
 	waitFor(t, ctx, "the webhook serving the new certificate", func() error {
 		_, err := w.get(ctx, newCA, "/healthz")
@@ -110,7 +110,7 @@ func TestAdmissionCertificateRotation(t *testing.T) {
 	if _, err := w.get(ctx, oldCA, "/healthz"); err == nil {
 		t.Fatal("a client trusting only the old CA still connects: the old certificate is served too")
 	}
-	hook(newCA.pem)
+	hook(newCA.PEM)
 	waitCounted(t, ctx, ns, newCA, w)
 	before := w.reviews(t, ctx, newCA)
 	for i := range 5 {
@@ -178,7 +178,7 @@ func TestAdmissionTwoReplicasOneStopped(t *testing.T) {
 	}
 	path := "/pods/mutate"
 	port := int32(443)
-	admissionHook(t, ctx, "e2e-"+ns, admissionregv1.WebhookClientConfig{CABundle: ca.pem,
+	admissionHook(t, ctx, "e2e-"+ns, admissionregv1.WebhookClientConfig{CABundle: ca.PEM,
 		Service: &admissionregv1.ServiceReference{Namespace: ns, Name: svcName, Path: &path, Port: &port}}, ns)
 	waitCounted(t, ctx, ns, ca, procs...)
 
