@@ -37,30 +37,75 @@ type Measured struct {
 
 // Calibration tunables. A per-process sample is off by up to 20 points; its
 // average over n samples by about 12/√n points, so the cost per unit is an
-// average over the last calTauNs of samples (about 15).
+// average over many samples: over the last calTauNs (about 15) while a
+// tenant's cost may still move, over calHoldTauNs once the last calTauNs
+// agree with it. A 15 s average alone stayed off by its noise for good: an
+// elementwise 30 beside a GEMM 60 on the H100's samples landed 1.1 points
+// off on average over 40 seeds whether it ran 40 s or 80 s (simulated).
 const (
-	calTauNs      = 15e9 // time constant of the per-tenant average
-	procNoise     = 0.12 // standard deviation of a per-process sample, fraction of the GPU
-	calSigmas     = 3.0  // how far apart (in standard deviations) the measured cost must stand
-	foreignTauNs  = 10e9 // time constant of the foreign-load average
-	residualFloor = 0.03 // device busy beyond what all samples explain, ignored up to this (noise)
-	maxForeign    = 0.9  // of the GPU: what foreign load may take from the headroom
+	calTauNs      = 15e9  // time constant of the recent average
+	calHoldTauNs  = 120e9 // time constant of the held average
+	procNoise     = 0.12  // standard deviation of a per-process sample, fraction of the GPU
+	calSigmas     = 3.0   // how far apart (in standard deviations) the measured cost must stand
+	foreignTauNs  = 10e9  // time constant of the foreign-load average
+	residualFloor = 0.03  // device busy beyond what all samples explain, ignored up to this (noise)
+	maxForeign    = 0.9   // of the GPU: what foreign load may take from the headroom
 )
 
-// calibration is a tenant's GPU ns per cost unit, from its measured GPU time.
+// calSums are decayed sums of a tenant's measured GPU time and units.
+type calSums struct {
+	ns, units, n, span float64 // GPU ns, units, samples, sampled time
+}
+
+func (c *calSums) add(m Measured, span, tau float64) {
+	d := math.Exp(-span / tau)
+	c.ns = c.ns*d + m.BusyNs
+	c.units = c.units*d + m.Units
+	c.n = c.n*d + 1
+	c.span = c.span*d + span
+}
+
+// cost is the ns per unit the sums hold; ok is false while they hold none.
+func (c *calSums) cost() (float64, bool) {
+	if c.n <= 0 || c.units <= 0 || c.ns <= 0 { // nothing, or noise that read 0%
+		return 0, false
+	}
+	return c.ns / c.units, true
+}
+
+// rel is the cost's relative error from the samples' noise: about
+// procNoise / √n / f for a tenant using a fraction f of the GPU.
+func (c *calSums) rel() float64 {
+	f := c.ns / max(c.span, 1)
+	return procNoise / math.Sqrt(max(c.n, 1)) / max(f, 0.01)
+}
+
+// calibration is a tenant's GPU ns per cost unit, from its measured GPU
+// time: the held average (embedded), which cost and apart read, and the
+// recent one. The held average's time constant grows with its age, from
+// calTauNs to calHoldTauNs, and it starts again from the recent one
+// whenever the recent one stands apart from it by more than its noise (a
+// program that changed what its launches cost): a change is followed as
+// fast as the recent samples show it, and a steady cost's noise keeps
+// falling.
 type calibration struct {
-	ns, units, n, span float64 // decayed sums: GPU ns, units, samples, sampled time
+	calSums
+	age    float64 // sampled time since the held average started again
+	recent calSums
 }
 
 func (c *calibration) add(m Measured, span float64) {
 	if m.NoUnits || (m.Units <= 0 && m.BusyNs <= 0) {
 		return
 	}
-	d := math.Exp(-span / calTauNs)
-	c.ns = c.ns*d + m.BusyNs
-	c.units = c.units*d + m.Units
-	c.n = c.n*d + 1
-	c.span = c.span*d + span
+	c.age += span
+	c.recent.add(m, span, calTauNs)
+	c.calSums.add(m, span, min(max(c.age, calTauNs), calHoldTauNs))
+	r, okR := c.recent.cost()
+	h, okH := c.calSums.cost()
+	if okR != okH || okR && math.Abs(math.Log(r/h)) > calSigmas*c.recent.rel() {
+		c.calSums, c.age = c.recent, 0
+	}
 }
 
 // apart says whether the measured cost stands apart from the device-wide
@@ -74,21 +119,14 @@ func (c *calibration) apart(device float64) bool {
 	if !ok || device <= 0 { // nothing to compare with yet: one noisy sample must not decide
 		return false
 	}
-	f := c.ns / max(c.span, 1)
-	rel := procNoise / math.Sqrt(max(c.n, 1)) / max(f, 0.01)
-	return math.Abs(math.Log(k/device)) > calSigmas*rel
+	return math.Abs(math.Log(k/device)) > calSigmas*c.calSums.rel()
 }
 
 // cost is the measured ns per unit; ok is false before any measurement (or
 // while the tenant launched nothing measured). Not shrunk towards the
 // device-wide estimate: programs differ from it by orders of magnitude, and
 // a shrunk estimate took most of a closed-loop run to let go of it.
-func (c *calibration) cost() (float64, bool) {
-	if c.n <= 0 || c.units <= 0 || c.ns <= 0 { // nothing, or noise that read 0%
-		return 0, false
-	}
-	return c.ns / c.units, true
-}
+func (c *calibration) cost() (float64, bool) { return c.calSums.cost() }
 
 // learn takes a period's per-process samples into the tenants'
 // calibrations and the foreign load.

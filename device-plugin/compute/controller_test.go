@@ -50,7 +50,7 @@ func TestTargets(t *testing.T) {
 				}
 				g.tenants[ti.Key] = st
 			}
-			got := g.targets(tt.in, 0)
+			got := g.targets(tt.in, 0, nil)
 			for k, w := range tt.want {
 				if math.Abs(got[k]-w) > 1e-9 {
 					t.Errorf("%s: target %v, want %v", k, got[k], w)

@@ -10,8 +10,9 @@ import (
 // its share plus what active tenants leave idle, split by share. Best effort
 // (no share asked): what active tenants with shares leave idle. Foreign load
 // (a fraction of the GPU) comes off the headroom first: shares that no longer
-// fit are scaled to what it leaves.
-func (g *GPU) targets(ts []TenantInput, foreign float64) map[string]float64 {
+// fit are scaled to what it leaves. lent is what the excitation lent each
+// tenant over the period seen (excitation.lentAt).
+func (g *GPU) targets(ts []TenantInput, foreign float64, lent map[string]float64) map[string]float64 {
 	room := max(headroom-foreign, 0.05)
 	out := make(map[string]float64, len(ts))
 	var claimed, balance float64
@@ -38,11 +39,13 @@ func (g *GPU) targets(ts []TenantInput, foreign float64) map[string]float64 {
 	spare := max(room-claimed, 0) // lent out up to the headroom, never into saturation
 	// A tenant with a share that gets less than it (by more than a point) is
 	// held back by contention, not by its allowance: best-effort tenants give
-	// way until it is served.
+	// way until it is served. What it lent others in the excitation's turn
+	// is not held back (counted, it cost a best-effort tenant beside 30 + 50
+	// a fifth of its share: 14.8 for 18.5, simulated).
 	var shortfall float64
 	for _, t := range ts {
 		if st := g.tenants[t.Key]; t.Share < 1 && st.idle < activeAfter {
-			shortfall += max(t.Share-st.measured-0.01, 0)
+			shortfall += max(t.Share+lent[t.Key]-st.measured-0.01, 0)
 		}
 	}
 	scale := 1.0

@@ -2,6 +2,7 @@ package compute
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"os"
 	"testing"
@@ -295,7 +296,7 @@ func TestSimNoiseSpread(t *testing.T) {
 	if os.Getenv("SIM_SPREAD") == "" {
 		t.Skip("SIM_SPREAD=1: an experiment, not a check")
 	}
-	for _, secs := range []float64{20, 30, 40} {
+	for _, secs := range []float64{20, 40, 80, 160} {
 		var worst, sum float64
 		miss := 0
 		const n = 40
@@ -304,7 +305,14 @@ func TestSimNoiseSpread(t *testing.T) {
 			for i := range specs {
 				specs[i].secs = secs
 			}
-			got, _ := simulate(t, specs, simOptions{noise: 20, seed: seed*7919 + 1})
+			got, obs := simulate(t, specs, simOptions{noise: 20, seed: seed*7919 + 1, wholeDevice: os.Getenv("SIM_WHOLE") != ""})
+			if os.Getenv("SIM_SPREAD") == "v" {
+				var ks []string
+				for _, d := range obs.Decisions {
+					ks = append(ks, fmt.Sprintf("%s k %.4g cal %v", d.Key, d.Cost, d.Calibrated))
+				}
+				t.Logf("%.0f s seed %d: %s %v", secs, seed, simString(got), ks)
+			}
 			d := max(math.Abs(got["a"]-30), math.Abs(got["b"]-60))
 			worst, sum = max(worst, d), sum+d
 			if d > 3 {
