@@ -29,7 +29,7 @@ help:
 	@echo "make bench         Go and C microbenchmarks (not part of make test)"
 	@echo "make gpu-check     on a real NVIDIA GPU: memory cap and compute shares with PyTorch/CuPy/nvcc"
 	@echo "make gpu-bundle    _output/gpu-bundle/: the same check as a folder for GPU machines without Go (./run.sh)"
-	@echo "make gpu-bundle-rehearsal  the bundle's share rows on the fake driver behaving as an H200 (~2.5 min)"
+	@echo "make gpu-bundle-rehearsal  the bundle's share rows on the fake driver behaving as an H200 (~2.5 min; REHEARSAL_GPU=h100: as an H100)"
 	@echo "make fresh-check   make demo + make test on a clean clone of HEAD in a temp dir"
 	@echo "make bench-e2e     200-node benchmark against Volcano deviceshare -> docs/benchmarks.md"
 
@@ -247,15 +247,22 @@ gpu-bundle-smoke: gpu-bundle
 # controller's log beside it) says what the check would report before GPU time is spent
 # (not part of make test: a machine's load moves its figures).
 # REHEARSAL_ONLY: its row groups (e.g. deep); REHEARSAL_FLAGS: more of the check's flags (-unconfined).
+# REHEARSAL_GPU=h100: the fake behaving as the H100 did instead (REALGPU.md: device samples every
+# 100 ms, one per-process sample a second per process off by up to 20 points, 2 ms slices with
+# 40 us switches: two unlimited tenants 49 + 49% of solo; no power-capped clock).
 REHEARSAL_ONLY ?= single,pair,slicing,mixed,triple,balance
 REHEARSAL_FLAGS ?=
+REHEARSAL_GPU ?= h200
+REHEARSAL_ENV_h200 := FAKEGPU_PROC_WHOLE=1 FAKEGPU_SAMPLE_US=200000 FAKEGPU_PROC_SAMPLE_US=200000 \
+	FAKEGPU_SLICE_US=2100 FAKEGPU_SWITCH_US=155 FAKEGPU_BOOST=0.36 FAKEGPU_BOOST_KNEE=62 FAKEGPU_CLOCK_MHZ=1455 FAKE_AS_H200=1
+REHEARSAL_ENV_h100 := FAKEGPU_SAMPLE_US=100000 FAKEGPU_PROC_SAMPLE_US=1000000 FAKEGPU_PROC_NOISE=20 \
+	FAKEGPU_SLICE_US=2000 FAKEGPU_SWITCH_US=40
 gpu-bundle-rehearsal: gpu-bundle
-	@fk=$$(mktemp -d); trap 'rm -rf $$fk' EXIT; \
+	@case "$(REHEARSAL_GPU)" in h100|h200) ;; *) echo "REHEARSAL_GPU=$(REHEARSAL_GPU): not a GPU the fake can behave as; use h200 (the default) or h100"; exit 2;; esac; \
+	 fk=$$(mktemp -d); trap 'rm -rf $$fk' EXIT; \
 	 LD_LIBRARY_PATH=$(ROOT)/vcuda/_build/fake FAKEGPU_DIR=$$fk \
 		FAKEGPU_DEVICES=GPU-8b1c0d2e-0000-4000-8000-000000000001:8192 FAKE_WORKLOAD=$(ROOT)/vcuda/_build/workload \
-		FAKEGPU_PROC_WHOLE=1 FAKEGPU_SAMPLE_US=200000 FAKEGPU_PROC_SAMPLE_US=200000 \
-		FAKEGPU_SLICE_US=2100 FAKEGPU_SWITCH_US=155 FAKEGPU_BOOST=0.36 FAKEGPU_BOOST_KNEE=62 FAKEGPU_CLOCK_MHZ=1455 \
-		FAKE_IMPORT_SECS=3 FAKE_AS_H200=1 \
+		$(REHEARSAL_ENV_$(REHEARSAL_GPU)) FAKE_IMPORT_SECS=3 \
 		$(GPU_BUNDLE)/vgpu-gpu-check -lib $(GPU_BUNDLE)/libvcuda.so -programs $(ROOT)/cmd/vgpu-gpu-check/testdata/fake \
 		-probe $(ROOT)/cmd/vgpu-gpu-check/testdata/fake/probe -slicing $(ROOT)/cmd/vgpu-gpu-check/testdata/fake/slicing \
 		-use pytorch,probe -only $(REHEARSAL_ONLY) $(REHEARSAL_FLAGS) \
