@@ -321,7 +321,7 @@ func (r *Runner) Tick(ctx context.Context) {
 		ds := g.Step(in)
 		if f := g.Fitted(); f != gs.fittedSaid {
 			if f {
-				logger.Info("Containers on this GPU run programs whose launches cost differently, and its per-process samples give no shares: their costs come from the device's busy time while they take turns lending share (each turn lasts seconds)", "gpu", uuid)
+				logger.Info("Containers on this GPU run programs whose launches cost differently: their costs come from the device's busy time, fitted while they take turns lending share (each turn lasts seconds)", "gpu", uuid, "perProcessShares", !in.Unshared)
 			} else {
 				logger.V(2).Info("Containers on this GPU share one cost per launched unit again", "gpu", uuid)
 			}
