@@ -38,8 +38,8 @@ type Measured struct {
 // Calibration tunables. A per-process sample is off by up to 20 points; its
 // average over n samples by about 12/√n points, so the cost per unit is an
 // average over many samples: over the last calTauNs (about 15) while a
-// tenant's cost may still move, over calHoldTauNs once the last calTauNs
-// agree with it. A 15 s average alone stayed off by its noise for good: an
+// tenant's cost may still move, over up to calHoldTauNs while the last
+// calTauNs agree with it (calibration). A 15 s average alone stayed off by its noise for good: an
 // elementwise 30 beside a GEMM 60 on the H100's samples landed 1.1 points
 // off on average over 40 seeds whether it ran 40 s or 80 s (simulated).
 const (
