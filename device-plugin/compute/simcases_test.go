@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -291,21 +293,48 @@ func TestSimNoProcessSamples(t *testing.T) {
 }
 
 // TestSimNoiseSpread (SIM_SPREAD=1): how far a pair lands from its targets
-// across noise seeds, as a run's length grows.
+// across noise seeds, as a run's length grows. SIM_PAIR=50,50 sets the
+// targets (the elementwise tenant's first; default 30,60), SIM_SWITCH=40us
+// a time slice's switch cost (default none), SIM_SECS=20,40 the lengths.
 func TestSimNoiseSpread(t *testing.T) {
 	if os.Getenv("SIM_SPREAD") == "" {
 		t.Skip("SIM_SPREAD=1: an experiment, not a check")
 	}
-	for _, secs := range []float64{20, 40, 80, 160} {
+	ta, tb := 30, 60
+	if p := os.Getenv("SIM_PAIR"); p != "" {
+		if _, err := fmt.Sscanf(p, "%d,%d", &ta, &tb); err != nil {
+			t.Fatalf("SIM_PAIR=%q: want two targets, e.g. 50,50: %v", p, err)
+		}
+	}
+	var switchCost time.Duration
+	if s := os.Getenv("SIM_SWITCH"); s != "" {
+		var err error
+		if switchCost, err = time.ParseDuration(s); err != nil {
+			t.Fatalf("SIM_SWITCH=%q: want a duration, e.g. 40us: %v", s, err)
+		}
+	}
+	lengths := []float64{20, 40, 80, 160}
+	if s := os.Getenv("SIM_SECS"); s != "" {
+		lengths = nil
+		for _, f := range strings.Split(s, ",") {
+			v, err := strconv.ParseFloat(f, 64)
+			if err != nil {
+				t.Fatalf("SIM_SECS=%q: want seconds, e.g. 20,40: %v", s, err)
+			}
+			lengths = append(lengths, v)
+		}
+	}
+	for _, secs := range lengths {
 		var worst, sum float64
 		miss := 0
 		const n = 40
 		for seed := range uint64(n) {
-			specs := []simTenant{simT("a", 30, simElem), simT("b", 60, simGEMM)}
+			specs := []simTenant{simT("a", ta, simElem), simT("b", tb, simGEMM)}
 			for i := range specs {
 				specs[i].secs = secs
 			}
-			got, obs := simulate(t, specs, simOptions{noise: 20, seed: seed*7919 + 1, wholeDevice: os.Getenv("SIM_WHOLE") != ""})
+			got, obs := simulate(t, specs, simOptions{noise: 20, seed: seed*7919 + 1, wholeDevice: os.Getenv("SIM_WHOLE") != "",
+				switchCost: switchCost})
 			if os.Getenv("SIM_SPREAD") == "v" {
 				var ks []string
 				for _, d := range obs.Decisions {
@@ -313,7 +342,7 @@ func TestSimNoiseSpread(t *testing.T) {
 				}
 				t.Logf("%.0f s seed %d: %s %v", secs, seed, simString(got), ks)
 			}
-			d := max(math.Abs(got["a"]-30), math.Abs(got["b"]-60))
+			d := max(math.Abs(got["a"]-float64(ta)), math.Abs(got["b"]-float64(tb)))
 			worst, sum = max(worst, d), sum+d
 			if d > 3 {
 				miss++

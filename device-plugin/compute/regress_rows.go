@@ -1,0 +1,183 @@
+package compute
+
+import "math"
+
+// The rows the fit is given (regress.go): the windows as seen, at their
+// phase's means, joined where a saturated run drained, at the mean clock.
+
+// phaseMeans returns rows with each saturated row's units at the mean of
+// its phase's saturated rows: what the turns set, the queues' changes
+// averaged out. Unsaturated rows stay as seen (their queues drain: what was
+// launched ran).
+func phaseMeans(rows []observation) []observation {
+	type mean struct {
+		n     float64
+		units map[string]float64
+	}
+	phases := map[uint64]*mean{}
+	for _, o := range rows {
+		if !o.saturated {
+			continue
+		}
+		m := phases[o.phase]
+		if m == nil {
+			m = &mean{units: map[string]float64{}}
+			phases[o.phase] = m
+		}
+		m.n++
+		for key, u := range o.units {
+			m.units[key] += u
+		}
+	}
+	out := make([]observation, len(rows))
+	for i, o := range rows {
+		out[i] = o
+		if !o.saturated {
+			continue
+		}
+		m := phases[o.phase]
+		out[i].units = make(map[string]float64, len(m.units))
+		for key, u := range m.units {
+			out[i].units[key] = u / m.n
+		}
+	}
+	return out
+}
+
+// overIdentified says whether rows give the fit that confirms a split
+// (phaseMeans) more points than tenants launch in them: one a phase for the
+// saturated windows (their units are the phase's mean there), one each for
+// the others. As many points as costs fit them exactly, whatever the error
+// in each, and a queue's change over a phase is a phase mean's error: two
+// PyTorch-like tenants of one program at 50 + 50 that never synchronize (64
+// matmuls queued, 107 ms) filled their queues through the first two
+// phases, and the two means put them 38 times apart (1828 and 48 ns per
+// unit): 32.3 + 61.7; 45 + 50 with 300 queued got 70.7 + 21.3 (simulated
+// H200). A third phase repeats a turn; a genuine mix saturated throughout
+// is split a phase later (cheap 50 + dear 50 at 5.73 s on average, from
+// 4.36; TestSimSplitSweep).
+func overIdentified(rows []observation) bool {
+	phases := map[uint64]bool{}
+	launching := map[string]bool{}
+	points := 0
+	for _, o := range rows {
+		if !o.saturated {
+			points++
+		} else if !phases[o.phase] {
+			phases[o.phase] = true
+			points++
+		}
+		for key, u := range o.units {
+			if u > 0 {
+				launching[key] = true
+			}
+		}
+	}
+	return points > len(launching)
+}
+
+// anySaturated says whether any of rows is a saturated window.
+func anySaturated(rows []observation) bool {
+	for _, o := range rows {
+		if o.saturated {
+			return true
+		}
+	}
+	return false
+}
+
+// spread is the ratio of the largest cost to the smallest.
+func spread(costs map[string]float64) float64 {
+	lo, hi := math.Inf(1), 0.0
+	for _, c := range costs {
+		lo, hi = min(lo, c), max(hi, c)
+	}
+	return hi / lo
+}
+
+// drained returns rows with each run of saturated windows joined to the
+// unsaturated window that ends it (consecutive windows, one phase) as one
+// row. A saturated window launches more than runs (its tenants' queues
+// fill) or runs more than it launched (they drain), by up to a queue's
+// worth, and the first window after the run runs the rest: on the fake
+// driver clocked as an H200 a cheap 30 beside a dear 60 near full load
+// swung in and out of saturation, those windows ran 20 ms more or less
+// than their launches (10% of a window; one tenant's queue), and least
+// squares took that noise in the units for a cost: the cheap tenant's was
+// read 7% low and the dear one's 6% high (32.3 + 55.5 of the GPU for 30 +
+// 60), and the noise kept the cheap tenant's cost undetermined for 7 s
+// (its standard error twice that of the joined rows). The queues are
+// nearly empty at both ends of a joined row (the windows before and after
+// it are unsaturated), so over it what was launched ran, but for the work
+// a window under saturatedAt still held queued where the run began. A run
+// that no unsaturated window of its phase ends stays as its windows
+// (phaseMeans confirms a split they carry): a GPU saturated throughout
+// gives no other rows.
+func drained(rows []observation) []observation {
+	out := make([]observation, 0, len(rows))
+	run := 0 // the saturated windows at out's end that a drain may join
+	for _, o := range rows {
+		joined := false
+		if run > 0 {
+			last := out[len(out)-1]
+			if last.seq+1 != o.seq || last.phase != o.phase {
+				run = 0
+			}
+		}
+		if run > 0 && !o.saturated {
+			j := observation{units: map[string]float64{}, steady: true, clean: true, phase: o.phase, clock: o.clock, seq: o.seq}
+			join := func(w observation) {
+				j.busy += w.busy
+				j.period += w.period
+				for key, u := range w.units {
+					j.units[key] += u
+				}
+			}
+			for _, w := range out[len(out)-run:] {
+				join(w)
+			}
+			join(o)
+			out = append(out[:len(out)-run], j)
+			joined = true
+		}
+		if !joined {
+			out = append(out, o)
+		}
+		switch {
+		case o.saturated:
+			run++
+		default:
+			run = 0
+		}
+	}
+	return out
+}
+
+// atMeanClock returns rows with each one's busy time at the rows' mean SM
+// clock (as is where a row's clock was not read). A power-capped card's
+// clock moves with its load, and every kernel's GPU time with it: the
+// fit's busy time then varies with the load, not only with what ran (the
+// fake driver clocked as an H200, kernels up to 1.2 times as fast below 60%
+// busy: a PyTorch stand-in 30 beside an elementwise one 60 read 5.5 + 86.8,
+// three runs in three, its cost undetermined for 13 s in simulation while
+// the pooled cost starved it). Compute-bound kernels' time goes as the
+// inverse of the clock; memory-bound ones' less.
+func atMeanClock(rows []observation) []observation {
+	var sum float64
+	for _, o := range rows {
+		if o.clock <= 0 {
+			return rows
+		}
+		sum += o.clock
+	}
+	if len(rows) == 0 {
+		return rows
+	}
+	mean := sum / float64(len(rows))
+	out := make([]observation, len(rows))
+	for i, o := range rows {
+		out[i] = o
+		out[i].busy = o.busy * o.clock / mean
+	}
+	return out
+}
