@@ -276,6 +276,10 @@ type clockReading struct {
 // few hundred ms late).
 const clockKeep = 3 * time.Second
 
+// clockNear: how far from a window a clock reading stands in for one within it
+// (clockOver): a few of the controller's polls.
+const clockNear = 50 * time.Millisecond
+
 func (g *gpuSamples) addClock(at uint64, mhz float64) {
 	g.clocks = append(g.clocks, clockReading{at: at, mhz: mhz})
 	i := 0
@@ -285,18 +289,24 @@ func (g *gpuSamples) addClock(at uint64, mhz float64) {
 	g.clocks = g.clocks[i:]
 }
 
-// clockOver is the mean SM clock read within [start, end] (0: none read).
+// clockOver is the mean SM clock read within [start, end]; where none was
+// (a window shorter than the poll: 23 ms on the fake driver, its tenants'
+// host busy), the reading nearest it within clockNear (0: none).
 func (g *gpuSamples) clockOver(start, end uint64) float64 {
 	var sum float64
 	n := 0
+	near, nearest := uint64(clockNear), 0.0
 	for _, c := range g.clocks {
 		if c.at >= start && c.at <= end {
 			sum += c.mhz
 			n++
 		}
+		if d := max(start-min(start, c.at), c.at-min(c.at, end)); d <= near {
+			near, nearest = d, c.mhz
+		}
 	}
 	if n == 0 {
-		return 0
+		return nearest
 	}
 	return sum / float64(n)
 }

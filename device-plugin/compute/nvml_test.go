@@ -109,7 +109,8 @@ func TestNVMLSourceClock(t *testing.T) {
 	}
 }
 
-// clockOver is the mean of the clock readings within a window; old ones go.
+// clockOver is the mean of the clock readings within a window (the nearest
+// where none is); old ones go.
 func TestClockOver(t *testing.T) {
 	var g gpuSamples
 	ms := uint64(time.Millisecond)
@@ -123,7 +124,10 @@ func TestClockOver(t *testing.T) {
 		t.Errorf("clockOver(0, 100 ms) = %v, want 1980", got)
 	}
 	if got := g.clockOver(600*ms, 700*ms); got != 0 {
-		t.Errorf("clockOver with no reading = %v, want 0", got)
+		t.Errorf("clockOver with no reading near = %v, want 0", got)
+	}
+	if got := g.clockOver(410*ms, 433*ms); got != 1500 {
+		t.Errorf("clockOver(410, 433 ms), shorter than the poll = %v, want the reading 10 ms before it, 1500", got)
 	}
 	g.addClock(5*uint64(time.Second), 1600)
 	if len(g.clocks) != 1 {

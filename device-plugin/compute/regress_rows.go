@@ -1,6 +1,9 @@
 package compute
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // The rows the fit is given (regress.go): the windows as seen, at their
 // phase's means, joined where a saturated run drained, at the mean clock.
@@ -163,21 +166,84 @@ func drained(rows []observation) []observation {
 // the pooled cost starved it). Compute-bound kernels' time goes as the
 // inverse of the clock; memory-bound ones' less.
 func atMeanClock(rows []observation) []observation {
-	var sum float64
+	var sum, n float64
 	for _, o := range rows {
-		if o.clock <= 0 {
-			return rows
+		if o.clock > 0 {
+			sum, n = sum+o.clock, n+1
 		}
-		sum += o.clock
 	}
-	if len(rows) == 0 {
+	if n == 0 {
 		return rows
 	}
-	mean := sum / float64(len(rows))
+	mean := sum / n
 	out := make([]observation, len(rows))
 	for i, o := range rows {
 		out[i] = o
-		out[i].busy = o.busy * o.clock / mean
+		if o.clock > 0 {
+			out[i].busy = o.busy * o.clock / mean
+		}
+	}
+	return out
+}
+
+// stalls returns the seqs of the windows of obs in which every tenant that
+// launches in their phase launched less than regressStall of its usual rate
+// there (the median of its clean, steady windows' rates), and of the two
+// windows after each: the fit leaves them out. The tenants stopped
+// launching (their host was busy) while the GPU ran what they had queued,
+// then refilled their queues: launched is not what ran there, and the fit
+// cannot tell. On the fake driver clocked as an H100, at 50 + 50 on a GPU
+// the targets fill, both tenants stopped for 60 ms: a window of 23 ms 99%
+// busy with nothing launched, one of 75 ms 60% busy with a third launched,
+// one 58% busy refilling (a fit with the costs that ran missed them by 99,
+// 19 and 28% of the window; the others by 1%). They were the only windows
+// below saturation, least squares followed them, and the costs' ratio moved
+// from 8.0 to 6.5 for the 6 s they stayed in the fit: 45.8 + 52.2. At half
+// the usual rate, not a quarter, the windows a replay of a real H200's
+// one-program pair reconstructs lost two (its units come from one counter
+// reading a period) and the pair was split. A tenant that launches now and
+// then beside one that does not is no stall: its windows tell its cost.
+func stalls(obs []observation) map[uint64]bool {
+	rates := map[uint64]map[string][]float64{} // phase, tenant: rates of its windows
+	for _, o := range obs {
+		if !o.clean || !o.steady || o.period <= 0 {
+			continue
+		}
+		ph := rates[o.phase]
+		if ph == nil {
+			ph = map[string][]float64{}
+			rates[o.phase] = ph
+		}
+		for key, u := range o.units {
+			ph[key] = append(ph[key], u/o.period)
+		}
+	}
+	usual := map[uint64]map[string]float64{}
+	for phase, ph := range rates {
+		usual[phase] = map[string]float64{}
+		for key, r := range ph {
+			if len(r) >= regressMinPer {
+				slices.Sort(r)
+				usual[phase][key] = r[len(r)/2]
+			}
+		}
+	}
+	out := map[uint64]bool{}
+	for _, o := range obs {
+		u := usual[o.phase]
+		if o.period <= 0 || len(u) == 0 {
+			continue
+		}
+		stall := true
+		for key, rate := range u {
+			if rate > 0 && o.units[key]/o.period >= regressStall*rate {
+				stall = false
+				break
+			}
+		}
+		if stall {
+			out[o.seq], out[o.seq+1], out[o.seq+2] = true, true, true // the refill
+		}
 	}
 	return out
 }

@@ -246,8 +246,8 @@ func TestInvert(t *testing.T) {
 	}
 }
 
-// atMeanClock takes every row's busy time at the rows' mean clock, and
-// leaves the rows as they are where any lacks a clock reading.
+// atMeanClock takes every row's busy time at the mean clock of the rows
+// that have one, and leaves a row without a clock reading as it is.
 func TestAtMeanClock(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -258,7 +258,9 @@ func TestAtMeanClock(t *testing.T) {
 		{name: "a window at 1.2 times the clock did 1.2 times the work per busy ns", clocks: []float64{1500, 1800}, busy: []float64{100, 50},
 			want: []float64{100 * 1500 / 1650.0, 50 * 1800 / 1650.0}},
 		{name: "one clock throughout: as seen", clocks: []float64{1473, 1473}, busy: []float64{100, 50}, want: []float64{100, 50}},
-		{name: "a window without a clock reading: all as seen", clocks: []float64{1500, 0}, busy: []float64{100, 50}, want: []float64{100, 50}},
+		{name: "a window without a clock reading: as seen, the others at their mean", clocks: []float64{1500, 0, 1800}, busy: []float64{100, 50, 50},
+			want: []float64{100 * 1500 / 1650.0, 50, 50 * 1800 / 1650.0}},
+		{name: "no clock read: as seen", clocks: []float64{0, 0}, busy: []float64{100, 50}, want: []float64{100, 50}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
