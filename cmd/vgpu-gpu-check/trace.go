@@ -35,7 +35,7 @@ func openTrace(dir string, r row, names map[string]string) (*periodTrace, error)
 		return nil, fmt.Errorf("trace: %w", err)
 	}
 	t := &periodTrace{f: f, w: bufio.NewWriter(f), start: time.Now(), names: names}
-	fmt.Fprintln(t.w, "t_s\tbusy\tclock_mhz\tlag_ms\tforeign\tfitted\ttenant\ttarget\tlent\tmeasured\tcost_ns\tcalibrated\tunits\trate_per_s\tmode\tslot_us\tconfine")
+	fmt.Fprintln(t.w, "t_s\tbusy\tperiod_ms\tclock_mhz\tlag_ms\tforeign\tfitted\ttenant\ttarget\tlent\tmeasured\tcost_ns\tcalibrated\tunits\trate_per_s\tmode\tslot_us\tconfine")
 	return t, nil
 }
 
@@ -66,8 +66,8 @@ func (t *periodTrace) observe(o compute.Observation) {
 		if name == "" {
 			name = d.Key
 		}
-		_, t.err = fmt.Fprintf(t.w, "%.3f\t%.4f\t%.0f\t%.1f\t%.4f\t%t\t%s\t%.4f\t%+.4f\t%.4f\t%.4g\t%t\t%.4g\t%.4g\t%d\t%d\t%t\n",
-			at, o.Busy, o.ClockMHz, float64(o.Lag)/float64(time.Millisecond), o.Foreign, o.Fitted, name,
+		_, t.err = fmt.Fprintf(t.w, "%.3f\t%.4f\t%.1f\t%.0f\t%.1f\t%.4f\t%t\t%s\t%.4f\t%+.4f\t%.4f\t%.4g\t%t\t%.4g\t%.4g\t%d\t%d\t%t\n",
+			at, o.Busy, float64(o.Period)/float64(time.Millisecond), o.ClockMHz, float64(o.Lag)/float64(time.Millisecond), o.Foreign, o.Fitted, name,
 			d.Share, d.Lent, d.Measured, d.Cost, d.Calibrated, d.Units, d.Control.Rate*1e9, d.Control.Mode, d.Control.Slot.LenUs, d.Control.Slot.Confine)
 	}
 }

@@ -37,7 +37,7 @@ func TestPeriodTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr.observe(compute.Observation{Busy: 0.9, ClockMHz: 1549, Lag: 15 * time.Millisecond, Fitted: true, Decisions: []compute.Decision{
+	tr.observe(compute.Observation{Busy: 0.9, Period: 23 * time.Millisecond, ClockMHz: 1549, Lag: 15 * time.Millisecond, Fitted: true, Decisions: []compute.Decision{
 		{Key: "uid-a", Share: 0.3, Lent: -0.045, Measured: 0.31, Cost: 125, Units: 8.8e4, Control: api.ControlDevice{Mode: api.ControlLimited, Rate: 4.2e-4,
 			Slot: api.Slot{PeriodUs: 33333, StartUs: 0, LenUs: 10000, Confine: true}}},
 		{Key: "uid-b", Share: 0.6, Measured: 0.59, Cost: 1000, Units: 1.1e5, Control: api.ControlDevice{Mode: api.ControlLimited, Rate: 5.4e-4}},
@@ -55,7 +55,7 @@ func TestPeriodTrace(t *testing.T) {
 	}
 	head := strings.Split(lines[0], "\t")
 	for i, want := range [][]string{
-		{"busy=0.9000", "clock_mhz=1549", "lag_ms=15.0", "fitted=true", "tenant=0:pytorch@30", "target=0.3000", "lent=-0.0450", "cost_ns=125", "rate_per_s=4.2e+05", "mode=1", "slot_us=10000", "confine=true"},
+		{"busy=0.9000", "period_ms=23.0", "clock_mhz=1549", "lag_ms=15.0", "fitted=true", "tenant=0:pytorch@30", "target=0.3000", "lent=-0.0450", "cost_ns=125", "rate_per_s=4.2e+05", "mode=1", "slot_us=10000", "confine=true"},
 		{"tenant=uid-b", "measured=0.5900", "units=1.1e+05", "slot_us=0", "confine=false"}, // a key the row does not name: as is
 	} {
 		fields := strings.Split(lines[i+1], "\t")

@@ -23,6 +23,7 @@ import (
 // replayPeriod is one recorded control period.
 type replayPeriod struct {
 	t, busy, clock, lag float64
+	period              float64 // s; 0: not recorded (the time since the last period stands for it)
 	keys                []string
 	units, target       map[string]float64
 }
@@ -62,6 +63,9 @@ func loadReplay(t *testing.T, path string) []replayPeriod {
 		if len(out) == 0 || out[len(out)-1].t != ts {
 			out = append(out, replayPeriod{t: ts, busy: num("busy"), clock: num("clock_mhz"), lag: num("lag_ms"),
 				units: map[string]float64{}, target: map[string]float64{}})
+			if _, ok := col["period_ms"]; ok {
+				out[len(out)-1].period = num("period_ms") / 1e3
+			}
 		}
 		p := &out[len(out)-1]
 		key := c[col["tenant"]]
@@ -93,6 +97,9 @@ func replay(periods []replayPeriod) []replayStep {
 	for i := 1; i < len(periods); i++ {
 		p := periods[i]
 		P := (p.t - periods[i-1].t) * 1e9
+		if p.period > 0 {
+			P = p.period * 1e9
+		}
 		in := Input{BusyNs: p.busy * P, PeriodNs: P, ClockMHz: p.clock, NowNs: uint64(p.t * 1e9), LagNs: p.lag * 1e6, Unshared: true}
 		for _, key := range p.keys {
 			launched[key] += p.units[key]

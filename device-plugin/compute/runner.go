@@ -159,8 +159,11 @@ type Runner struct {
 
 // Observation is one control period of one GPU.
 type Observation struct {
-	UUID    string
-	Busy    float64 // the GPU's busy fraction in the period
+	UUID string
+	Busy float64 // the GPU's busy fraction in the period
+	// Period: how long the period (its device samples' window) was; its
+	// samples set it, not the poll (a sample stamped late makes one short)
+	Period  time.Duration
 	Foreign float64 // fraction of the GPU taken by work no tenant's samples explain (GPU.Foreign)
 	// Lag: how long ago the period ended when its device samples were read
 	// (they arrive late; the poll's granularity included)
@@ -340,7 +343,7 @@ func (r *Runner) Tick(ctx context.Context) {
 			logger.V(5).Info("Per-process samples", "gpu", uuid, "span", m.SpanNs, "tenants", len(m.Tenants), "foreign", g.Foreign())
 		}
 		if r.Observe != nil {
-			r.Observe(Observation{UUID: uuid, Busy: busy / period, Foreign: g.Foreign(), Decisions: ds, Lag: time.Duration(in.LagNs), ClockMHz: in.ClockMHz, Fitted: g.Fitted()})
+			r.Observe(Observation{UUID: uuid, Busy: busy / period, Period: time.Duration(period), Foreign: g.Foreign(), Decisions: ds, Lag: time.Duration(in.LagNs), ClockMHz: in.ClockMHz, Fitted: g.Fitted()})
 		}
 	}
 	for p, m := range r.files {
