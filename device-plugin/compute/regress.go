@@ -32,8 +32,8 @@ const (
 	// regressExplains: and where they explain the windows as seen, their
 	// squared residuals at most this fraction of one pooled cost's (see regress)
 	regressExplains = 0.5
-	regressOver     = 1.5  // of the windows' busy time: more, and a tenant's cost says it ran longer than the GPU was busy (see fitRows)
-	regressStall    = 0.25 // of each tenant's usual rate in its phase: every one launching less, the window is a stall (stalls)
+	regressOver     = 1.5 // of the windows' busy time: more, and a tenant's cost says it ran longer than the GPU was busy (see fitRows)
+	regressStall    = 0.5 // of each tenant's usual rate in its phase: every one launching less, the window is a stall (stalls)
 )
 
 // regress fits each launching tenant's cost per unit over the clean windows

@@ -186,23 +186,24 @@ func atMeanClock(rows []observation) []observation {
 	return out
 }
 
-// stalls returns the seqs of the windows of obs in which every tenant that
-// launches in their phase launched less than regressStall of its usual rate
-// there (the median of its clean, steady windows' rates), and of the two
-// windows after each: the fit leaves them out. The tenants stopped
-// launching (their host was busy) while the GPU ran what they had queued,
-// then refilled their queues: launched is not what ran there, and the fit
-// cannot tell. On the fake driver clocked as an H100, at 50 + 50 on a GPU
-// the targets fill, both tenants stopped for 60 ms: a window of 23 ms 99%
-// busy with nothing launched, one of 75 ms 60% busy with a third launched,
-// one 58% busy refilling (a fit with the costs that ran missed them by 99,
-// 19 and 28% of the window; the others by 1%). They were the only windows
-// below saturation, least squares followed them, and the costs' ratio moved
-// from 8.0 to 6.5 for the 6 s they stayed in the fit: 45.8 + 52.2. At half
-// the usual rate, not a quarter, the windows a replay of a real H200's
-// one-program pair reconstructs lost two (its units come from one counter
-// reading a period) and the pair was split. A tenant that launches now and
-// then beside one that does not is no stall: its windows tell its cost.
+// stalls returns the seqs of the windows of obs below saturation in which
+// every tenant that launches in their phase launched less than
+// regressStall of its usual rate there (the median of its clean, steady
+// windows' rates), and of the two windows after each: the fit leaves them
+// out. The tenants stopped launching (their host was busy) while the GPU
+// ran what they had queued and then idled, and they refilled their queues:
+// launched is not what ran there, and the fit cannot tell. On the fake
+// driver clocked as an H100, at 50 + 50 on a GPU the targets fill, both
+// tenants stopped for some 60 ms: a window 60% busy with a third launched,
+// then one 58% busy refilling (the costs that ran missed them by 19 and 28%
+// of the window, the others by 1%). They were the only windows below
+// saturation, least squares followed them, and the costs' ratio moved from
+// 8.0 to 6.5 for the 6 s they stayed in the fit: 45.8 + 52.2. Where the GPU
+// stays saturated the queues fill it and no window is a stall: a replay of
+// a real H200's one-program pair, whose units come from one counter
+// reading a period, has such windows, and leaving them out split the pair.
+// A tenant that launches now and then beside one that does not is no
+// stall: its windows tell its cost.
 func stalls(obs []observation) map[uint64]bool {
 	rates := map[uint64]map[string][]float64{} // phase, tenant: rates of its windows
 	for _, o := range obs {
@@ -231,7 +232,7 @@ func stalls(obs []observation) map[uint64]bool {
 	out := map[uint64]bool{}
 	for _, o := range obs {
 		u := usual[o.phase]
-		if o.period <= 0 || len(u) == 0 {
+		if o.period <= 0 || len(u) == 0 || o.saturated {
 			continue
 		}
 		stall := true

@@ -40,12 +40,12 @@ func stalledPair(n, at int, stall []observation) []observation {
 }
 
 // bothStalled: the three windows the fake driver showed (busy, period,
-// units): 23 ms 99% busy with nothing launched, 75 ms 60% busy with a third
-// launched, 100 ms 58% busy refilling
+// units): 3.9 ms 99% busy with next to nothing launched (a sample stamped
+// late), 95 ms 60% busy with a third launched, 100 ms 58% busy refilling
 func bothStalled() []observation {
 	return []observation{
-		{busy: 0.99 * 23e6, period: 23e6, units: map[string]float64{"a": 172, "b": 65}},
-		{busy: 0.60 * 75e6, period: 75e6, units: map[string]float64{"a": 1.50e5, "b": 1.20e4}},
+		{busy: 0.99 * 3.9e6, period: 3.9e6, units: map[string]float64{"a": 172, "b": 65}},
+		{busy: 0.60 * 95e6, period: 95e6, units: map[string]float64{"a": 1.50e5, "b": 1.20e4}},
 		{busy: 0.58 * 100e6, period: 100e6, units: map[string]float64{"a": 3.84e5, "b": 3.78e4}},
 	}
 }
@@ -58,7 +58,14 @@ func TestStalls(t *testing.T) {
 	}{
 		{name: "a saturated pair taking turns: none", obs: stalledPair(60, -1, nil)},
 		{name: "both tenants stop and refill: the stall and the two windows after it",
-			obs: stalledPair(60, 45, bothStalled()), want: []uint64{47, 48, 49}},
+			obs: stalledPair(60, 45, bothStalled()), want: []uint64{48, 49, 50}},
+		{name: "both launching less on a saturated GPU: no stall (their queues fill it)", obs: func() []observation {
+			o := stalledPair(60, -1, nil)
+			for key := range o[30].units {
+				o[30].units[key] *= 0.3
+			}
+			return o
+		}()},
 		{name: "one tenant launching now and then: no stall", obs: func() []observation {
 			o := stalledPair(60, -1, nil)
 			for i := 30; i < 40; i += 2 {
