@@ -290,8 +290,9 @@ func (g *gpuSamples) addClock(at uint64, mhz float64) {
 }
 
 // clockOver is the mean SM clock read within [start, end]; where none was
-// (a window shorter than the poll: 23 ms on the fake driver, its tenants'
-// host busy), the reading nearest it within clockNear (0: none).
+// (a window shorter than the poll: a device sample stamped late made one of
+// 4 ms on the fake driver, its host busy), the reading nearest it within
+// clockNear (0: none).
 func (g *gpuSamples) clockOver(start, end uint64) float64 {
 	var sum float64
 	n := 0

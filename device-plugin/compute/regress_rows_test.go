@@ -89,8 +89,8 @@ func TestStalls(t *testing.T) {
 }
 
 // TestRegressStall: the stall's windows, the only ones below saturation,
-// led least squares (the costs' ratio 8.1 moved to 6.1 before they were
-// left out).
+// led least squares (the costs' ratio, 8 that ran, read 6.5 before they
+// were left out, as on the fake driver).
 func TestRegressStall(t *testing.T) {
 	want := map[string]float64{"a": 125, "b": 1000}
 	e := newEstimator(window)
