@@ -189,8 +189,8 @@ func atMeanClock(rows []observation) []observation {
 // stalls returns the seqs of the windows of obs below saturation in which
 // every tenant that launches in their phase launched less than
 // regressStall of its usual rate there (the median of its clean, steady
-// windows' rates), and of the two windows after each: the fit leaves them
-// out. The tenants stopped launching (their host was busy) while the GPU
+// windows' rates), of the window before each (the stall began in it) and
+// of the two after it: the fit leaves them out. The tenants stopped launching (their host was busy) while the GPU
 // ran what they had queued and then idled, and they refilled their queues:
 // launched is not what ran there, and the fit cannot tell. On the fake
 // driver clocked as an H100, at 50 + 50 on a GPU the targets fill, both
@@ -203,7 +203,12 @@ func atMeanClock(rows []observation) []observation {
 // a real H200's one-program pair, whose units come from one counter
 // reading a period, has such windows, and leaving them out split the pair.
 // A tenant that launches now and then beside one that does not is no
-// stall: its windows tell its cost.
+// stall: its windows tell its cost. In the simulation (TestSimStalls) the
+// host stopping both tenants of an 8x-apart 50 + 50 for 60 or 120 ms
+// every 2.3 s put their costs' ratio at 6.7 or 6.4 for 8 (the split 44.9 +
+// 50.0 at 120 ms); with the stalls left out 7.7 and 7.8, but only with the
+// window each began in (without it 6.9 at 120 ms). A stall of 40 ms leaves
+// more than half of a 100 ms window's launches and is not seen (7.0).
 func stalls(obs []observation) map[uint64]bool {
 	rates := map[uint64]map[string][]float64{} // phase, tenant: rates of its windows
 	for _, o := range obs {
@@ -243,7 +248,7 @@ func stalls(obs []observation) map[uint64]bool {
 			}
 		}
 		if stall {
-			out[o.seq], out[o.seq+1], out[o.seq+2] = true, true, true // the refill
+			out[o.seq-1], out[o.seq], out[o.seq+1], out[o.seq+2] = true, true, true, true // its start, the refill
 		}
 	}
 	return out

@@ -57,8 +57,8 @@ func TestStalls(t *testing.T) {
 		want []uint64 // seqs left out
 	}{
 		{name: "a saturated pair taking turns: none", obs: stalledPair(60, -1, nil)},
-		{name: "both tenants stop and refill: the stall and the two windows after it",
-			obs: stalledPair(60, 45, bothStalled()), want: []uint64{48, 49, 50}},
+		{name: "both tenants stop and refill: the stall, the window it began in and the two after it",
+			obs: stalledPair(60, 45, bothStalled()), want: []uint64{47, 48, 49, 50}},
 		{name: "both launching less on a saturated GPU: no stall (their queues fill it)", obs: func() []observation {
 			o := stalledPair(60, -1, nil)
 			for key := range o[30].units {

@@ -140,6 +140,9 @@ func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]floa
 			if g.now < tn.start+tn.setup || g.now >= tn.start+secs(tn.secs) {
 				continue
 			}
+			if opts.stallEvery > 0 && (g.now-base)%opts.stallEvery >= opts.stallEvery-opts.stall {
+				continue // the host stalls every tenant; the GPU runs what they queued
+			}
 			tn.step(t, g.now, g.speed())
 		}
 		g.run(simStep)
@@ -181,6 +184,10 @@ type simOptions struct {
 	// unboundQueue: the limiter does not bound its queue in a confining slot
 	// (libvcuda before it did, vcuda/src/queue.c: sim_queue_test.go)
 	unboundQueue bool
+	// stall, stallEvery: the tenants' host stops them all for stall at the
+	// end of every stallEvery (a busy node: the fake driver's tenants on a
+	// 2-core machine stopped for some 60 ms), the GPU running their queues
+	stall, stallEvery time.Duration
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
