@@ -32,8 +32,10 @@ const (
 	// regressExplains: and where they explain the windows as seen, their
 	// squared residuals at most this fraction of one pooled cost's (see regress)
 	regressExplains = 0.5
-	regressOver     = 1.5 // of the windows' busy time: more, and a tenant's cost says it ran longer than the GPU was busy (see fitRows)
-	regressStall    = 0.5 // of each tenant's usual rate in its phase: every one launching less, the window is a stall (stalls)
+	regressOver     = 1.5  // of the windows' busy time: more, and a tenant's cost says it ran longer than the GPU was busy (see fitRows)
+	regressStall    = 0.5  // of each tenant's usual rate in its phase: every one launching less, the window is a stall (stalls)
+	clockRecent     = 20   // windows: the newest this many's SM clocks are the clocks the fit is for (nearClock)
+	clockBand       = 0.15 // of those: a window clocked further outside their range is left out (nearClock)
 )
 
 // regress fits each launching tenant's cost per unit over the clean windows
@@ -89,14 +91,25 @@ const (
 // the simulated pair got 25.6 for 30 over 40 s.
 func (e *estimator) regress(keys []string) (costs map[string]float64, apart bool) {
 	var rows []observation
-	saturated := false
 	stalled := stalls(e.obs)
 	for _, o := range e.obs {
 		if o.steady && o.clean && o.busy > 0 && !stalled[o.seq] {
 			rows = append(rows, o)
-			saturated = saturated || o.saturated
 		}
 	}
+	costs, apart = fitWindows(keys, rows)
+	if near := nearClock(rows); len(near) < len(rows) {
+		if nc, nApart := fitWindows(keys, near); nc != nil {
+			costs, apart = nc, apart || nApart
+		}
+	}
+	return costs, apart
+}
+
+// fitWindows fits the costs over rows (regress): the windows as seen and
+// the drained rows, at the rows' mean clock.
+func fitWindows(keys []string, rows []observation) (costs map[string]float64, apart bool) {
+	saturated := anySaturated(rows)
 	rows = atMeanClock(rows)
 	costs, apart = fitRows(keys, rows, rows)
 	if apart && saturated {

@@ -156,6 +156,28 @@ func drained(rows []observation) []observation {
 	return out
 }
 
+// nearClock leaves out the rows whose SM clock stands more than clockBand
+// outside the range of the newest clockRecent rows' clocks (a row whose
+// clock was not read stays).
+func nearClock(rows []observation) []observation {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for i, n := len(rows)-1, 0; i >= 0 && n < clockRecent; i-- {
+		if c := rows[i].clock; c > 0 {
+			lo, hi, n = min(lo, c), max(hi, c), n+1
+		}
+	}
+	if hi < lo {
+		return rows
+	}
+	out := rows[:0:0]
+	for _, o := range rows {
+		if o.clock == 0 || o.clock >= lo*(1-clockBand) && o.clock <= hi*(1+clockBand) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 // atMeanClock returns rows with each one's busy time at the rows' mean SM
 // clock (as is where a row's clock was not read). A power-capped card's
 // clock moves with its load, and every kernel's GPU time with it: the

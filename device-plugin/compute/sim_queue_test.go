@@ -28,6 +28,9 @@ func TestSimQueueBound(t *testing.T) {
 		{name: "one program 50 + 50, 128 queued", a: simT("a", 50, deep(128)), b: simT("b", 50, deep(128)), unbounded: true},
 		{name: "one program 45 + 50, 300 queued", a: simT("a", 45, deep(300)), b: simT("b", 50, deep(300))},
 		{name: "pytorch 50, 64 queued + probe 50", a: simT("a", 50, deep(64)), b: simT("b", 50, simProbe), unbounded: true},
+		// the probe got 46.3 (bounded) while the fit kept the windows of
+		// the full-load clock from before the split (TestRegressFarClock)
+		{name: "pytorch 50, 128 queued + probe 50", a: simT("a", 50, deep(128)), b: simT("b", 50, simProbe)},
 		{name: "pytorch 50, 64 queued + pytorch 50", a: simT("a", 50, deep(64)), b: simT("b", 50, simTorch)},
 		{name: "pytorch 30, 64 queued + probe 60", a: simT("a", 30, deep(64)), b: simT("b", 60, simProbe)},
 		{name: "pytorch 60, 64 queued + probe 30", a: simT("a", 60, deep(64)), b: simT("b", 30, simProbe)},
