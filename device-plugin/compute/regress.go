@@ -36,6 +36,9 @@ const (
 	regressStall    = 0.5  // of each tenant's usual rate in its phase: every one launching less, the window is a stall (stalls)
 	clockRecent     = 20   // windows: the newest this many's SM clocks are the clocks the fit is for (nearClock)
 	clockBand       = 0.15 // of those: a window clocked further outside their range is left out (nearClock)
+	clockSwing      = 0.03 // ln(highest/lowest) of the windows' SM clocks from which the fit reads each tenant's power of the clock (clockCosts)
+	clockMaxRel     = 0.1  // a cost's standard error there, relative, beyond which it says nothing
+	clockPowerSlack = 0.5  // a power of the clock this far outside [0, 1] is not a kernel's: the model does not hold
 )
 
 // regress fits each launching tenant's cost per unit over the clean windows
@@ -110,6 +113,7 @@ func (e *estimator) regress(keys []string) (costs map[string]float64, apart bool
 // the drained rows, at the rows' mean clock.
 func fitWindows(keys []string, rows []observation) (costs map[string]float64, apart bool) {
 	saturated := anySaturated(rows)
+	raw := rows
 	rows = atMeanClock(rows)
 	costs, apart = fitRows(keys, rows, rows)
 	if apart && saturated {
@@ -125,7 +129,17 @@ func fitWindows(keys []string, rows []observation) (costs map[string]float64, ap
 	if dc != nil {
 		costs = dc
 	}
-	return costs, apart || dApart && spread(dc) >= regressFar && explains(dc, rows) <= regressExplains
+	apart = apart || dApart && spread(dc) >= regressFar && explains(dc, rows) <= regressExplains
+	if apart {
+		over := raw
+		if dc != nil {
+			over = drained(raw)
+		}
+		if cc := clockCosts(keys, over); cc != nil {
+			costs = cc
+		}
+	}
+	return costs, apart
 }
 
 // explains is the residual sum of squares of the windows as seen (rows)

@@ -128,18 +128,26 @@ func drained(rows []observation) []observation {
 			}
 		}
 		if run > 0 && !o.saturated {
-			j := observation{units: map[string]float64{}, steady: true, clean: true, phase: o.phase, clock: o.clock, seq: o.seq}
+			j := observation{units: map[string]float64{}, steady: true, clean: true, phase: o.phase, seq: o.seq}
+			var clocked float64 // the period of the joined windows with a clock reading
 			join := func(w observation) {
 				j.busy += w.busy
 				j.period += w.period
 				for key, u := range w.units {
 					j.units[key] += u
 				}
+				if w.clock > 0 {
+					j.clock += w.clock * w.period
+					clocked += w.period
+				}
 			}
 			for _, w := range out[len(out)-run:] {
 				join(w)
 			}
 			join(o)
+			if clocked > 0 {
+				j.clock /= clocked // their mean clock
+			}
 			out = append(out[:len(out)-run], j)
 			joined = true
 		}
