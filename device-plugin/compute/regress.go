@@ -142,6 +142,45 @@ func fitWindows(keys []string, rows []observation) (costs map[string]float64, ap
 	return costs, apart
 }
 
+// normalEquations are least squares' normal equations: a = Σ x·xᵀ, b = Σ x·y.
+type normalEquations struct {
+	a [][]float64
+	b []float64
+}
+
+func newNormal(m int) *normalEquations {
+	q := &normalEquations{a: make([][]float64, m), b: make([]float64, m)}
+	for i := range q.a {
+		q.a[i] = make([]float64, m)
+	}
+	return q
+}
+
+func (q *normalEquations) add(x []float64, y float64) {
+	for i := range x {
+		q.b[i] += x[i] * y
+		for j := range x {
+			q.a[i][j] += x[i] * x[j]
+		}
+	}
+}
+
+// solve returns the least-squares coefficients and the inverse of a (the
+// coefficients' covariance over the noise's variance).
+func (q *normalEquations) solve() (beta []float64, inv [][]float64, ok bool) {
+	inv, ok = invert(q.a)
+	if !ok {
+		return nil, nil, false
+	}
+	beta = make([]float64, len(q.b))
+	for i := range beta {
+		for j := range q.b {
+			beta[i] += inv[i][j] * q.b[j]
+		}
+	}
+	return beta, inv, true
+}
+
 // explains is the residual sum of squares of the windows as seen (rows)
 // under costs, over that under one pooled cost: how much of what the busy
 // time did the costs explain that one cost for all does not.
@@ -195,32 +234,17 @@ func fitRows(keys []string, rows, resid []observation) (costs map[string]float64
 	}
 	// normal equations of the columns scaled to their mean (units differ by
 	// orders of magnitude between programs)
-	a := make([][]float64, m)
-	b := make([]float64, m)
-	for i := range a {
-		a[i] = make([]float64, m)
-	}
+	q := newNormal(m)
 	x := make([]float64, m)
 	for _, o := range rows {
 		for i, key := range cols {
 			x[i] = o.units[key] / scale[key]
 		}
-		for i := range cols {
-			b[i] += x[i] * o.busy
-			for j := range cols {
-				a[i][j] += x[i] * x[j]
-			}
-		}
+		q.add(x, o.busy)
 	}
-	inv, ok := invert(a)
+	beta, inv, ok := q.solve()
 	if !ok {
 		return nil, false
-	}
-	beta := make([]float64, m)
-	for i := range beta {
-		for j := range b {
-			beta[i] += inv[i][j] * b[j]
-		}
 	}
 	var rss, busy, units, period float64
 	for _, o := range resid {

@@ -45,11 +45,7 @@ func clockCosts(keys []string, rows []observation) map[string]float64 {
 	if len(cols) < 2 || n < float64(max(regressMinN, regressMinPer*m)) {
 		return nil
 	}
-	a := make([][]float64, m)
-	for i := range a {
-		a[i] = make([]float64, m)
-	}
-	b := make([]float64, m)
+	q := newNormal(m)
 	x := make([]float64, m)
 	row := func(o observation) {
 		l := math.Log(mean / o.clock)
@@ -59,26 +55,14 @@ func clockCosts(keys []string, rows []observation) map[string]float64 {
 		}
 	}
 	for _, o := range rows {
-		if o.clock <= 0 {
-			continue
-		}
-		row(o)
-		for i := range x {
-			b[i] += x[i] * o.busy
-			for j := range x {
-				a[i][j] += x[i] * x[j]
-			}
+		if o.clock > 0 {
+			row(o)
+			q.add(x, o.busy)
 		}
 	}
-	inv, ok := invert(a)
+	beta, inv, ok := q.solve()
 	if !ok {
 		return nil
-	}
-	beta := make([]float64, m)
-	for i := range beta {
-		for j := range b {
-			beta[i] += inv[i][j] * b[j]
-		}
 	}
 	var rss, period float64
 	for _, o := range rows {

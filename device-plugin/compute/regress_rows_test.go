@@ -88,22 +88,33 @@ func TestStalls(t *testing.T) {
 	}
 }
 
+// regressWithin fits obs (estimator.regress) and wants the tenants apart,
+// each cost within rel of want's.
+func regressWithin(t *testing.T, obs []observation, want map[string]float64, rel float64) {
+	t.Helper()
+	e := newEstimator(window)
+	e.obs = obs
+	var keys []string
+	for key := range want {
+		keys = append(keys, key)
+	}
+	slices.Sort(keys)
+	got, apart := e.regress(keys)
+	if !apart {
+		t.Fatalf("not apart: %v", got)
+	}
+	for _, key := range keys {
+		if c := want[key]; math.Abs(got[key]/c-1) > rel {
+			t.Errorf("%s: %.4g ns per unit, want %.4g ± %.0f%%", key, got[key], c, 100*rel)
+		}
+	}
+}
+
 // TestRegressStall: the stall's windows, the only ones below saturation,
 // led least squares (the costs' ratio, 8 that ran, read 6.5 before they
 // were left out, as on the fake driver).
 func TestRegressStall(t *testing.T) {
-	want := map[string]float64{"a": 125, "b": 1000}
-	e := newEstimator(window)
-	e.obs = stalledPair(60, 45, bothStalled())
-	got, apart := e.regress([]string{"a", "b"})
-	if !apart {
-		t.Fatalf("not apart: %v", got)
-	}
-	for key, c := range want {
-		if math.Abs(got[key]/c-1) > 0.03 {
-			t.Errorf("%s: %.1f ns per unit, want %.0f ± 3%%", key, got[key], c)
-		}
-	}
+	regressWithin(t, stalledPair(60, 45, bothStalled()), map[string]float64{"a": 125, "b": 1000}, 0.03)
 }
 
 // farClockPair: a PyTorch-like tenant a (835 ns per unit at the full-load
@@ -146,17 +157,7 @@ func farClockPair() []observation {
 func TestRegressFarClock(t *testing.T) {
 	obs := farClockPair()
 	want := map[string]float64{"a": 835 * (0.25 + 0.75*1500/2040.0), "b": 0.1404}
-	e := newEstimator(window)
-	e.obs = obs
-	got, apart := e.regress([]string{"a", "b"})
-	if !apart {
-		t.Fatalf("not apart: %v", got)
-	}
-	for key, c := range want {
-		if math.Abs(got[key]/c-1) > 0.03 {
-			t.Errorf("%s: %.4g ns per unit, want %.4g ± 3%%", key, got[key], c)
-		}
-	}
+	regressWithin(t, obs, want, 0.03)
 	// what the far windows do to the fit (the failure this guards)
 	all, _ := fitWindows([]string{"a", "b"}, obs)
 	if r := all["a"] / all["b"] / (want["a"] / want["b"]); math.Abs(r-1) < 0.05 {
