@@ -92,6 +92,12 @@ const (
 // kernels beside 2 ms ones, simulated) left 19%. Its recorded periods
 // replay through the controller (TestReplayH200); without the drained rows
 // the simulated pair got 25.6 for 30 over 40 s.
+//
+// The windows at a clock the loop has left are left out where those near
+// the newest clocks determine the costs (nearClock), and where the clock
+// swings the split's costs come from a fit of each tenant's power of the
+// clock (clockCosts): atMeanClock takes every kernel's time as going with
+// the inverse of the clock, and a memory-bound tenant's does not.
 func (e *estimator) regress(keys []string) (costs map[string]float64, apart bool) {
 	var rows []observation
 	stalled := stalls(e.obs)
