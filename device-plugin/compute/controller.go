@@ -70,6 +70,10 @@ type GPU struct {
 	unconfined bool // slots never confine (Runner.Unconfined)
 	est        *estimator
 	period     uint64
+	// recorded: the launches are a recording's charged units (a replay of a
+	// card's periods, open loop), not a limiter's under these decisions:
+	// none is clipped to the allowance this controller gave
+	recorded bool
 	// saturated counts consecutive periods the GPU was busy throughout although
 	// the active shares leave room: the attribution is then off (work queues),
 	// and every limited tenant backs off until the GPU shows idle time again.
@@ -153,7 +157,7 @@ func (g *GPU) Step(in Input) []Decision {
 			// right after a rewind: what a rewound counter let the tenant
 			// launch (local credit it had) ran on the GPU, and is its own.
 			rewound := st.rewinds > 0 && g.period <= st.rewoundAt+activeAfter
-			if lim := st.allowance + uint64(st.rate*P*2) + st.boot; !st.unlimited && !rewound && t.Launched > lim && lim > st.lastLaunched {
+			if lim := st.allowance + uint64(st.rate*P*2) + st.boot; !st.unlimited && !rewound && !g.recorded && t.Launched > lim && lim > st.lastLaunched {
 				x = lim - st.lastLaunched
 			}
 		default:

@@ -32,6 +32,7 @@ const (
 	// regressExplains: and where they explain the windows as seen, their
 	// squared residuals at most this fraction of one pooled cost's (see regress)
 	regressExplains = 0.5
+	regressFill     = 0.3  // of a window: the other windows' fit missing it by more, a queue filled or drained in it (leaveOutFills)
 	regressOver     = 1.5  // of the windows' busy time: more, and a tenant's cost says it ran longer than the GPU was busy (see fitRows)
 	regressStall    = 0.5  // of each tenant's usual rate in its phase: every one launching less, the window is a stall (stalls)
 	clockRecent     = 20   // windows: the newest this many's SM clocks are the clocks the fit is for (nearClock)
@@ -97,7 +98,9 @@ const (
 // the newest clocks determine the costs (nearClock), and where the clock
 // swings the split's costs come from a fit of each tenant's power of the
 // clock (clockCosts): atMeanClock takes every kernel's time as going with
-// the inverse of the clock, and a memory-bound tenant's does not.
+// the inverse of the clock, and a memory-bound tenant's does not. Before
+// all of that, a window the others' fit misses by more than 30% of it (a
+// deep queue filled or a backlog ran there) is left out (leaveOutFills).
 func (e *estimator) regress(keys []string) (costs map[string]float64, apart bool) {
 	var rows []observation
 	stalled := stalls(e.obs)
@@ -106,6 +109,7 @@ func (e *estimator) regress(keys []string) (costs map[string]float64, apart bool
 			rows = append(rows, o)
 		}
 	}
+	rows = leaveOutFills(keys, rows)
 	costs, apart = fitWindows(keys, rows)
 	if near := nearClock(rows); len(near) < len(rows) {
 		if nc, nApart := fitWindows(keys, near); nc != nil {
@@ -222,18 +226,7 @@ func explains(costs map[string]float64, rows []observation) float64 {
 // residuals of resid (the rows as seen, where rows holds their units at
 // their phase's means: those of an instrumental-variable fit).
 func fitRows(keys []string, rows, resid []observation) (costs map[string]float64, apart bool) {
-	var cols []string
-	scale := map[string]float64{}
-	for _, key := range keys {
-		var s float64
-		for _, o := range rows {
-			s += o.units[key]
-		}
-		if s > 0 {
-			cols = append(cols, key)
-			scale[key] = s / float64(max(len(rows), 1))
-		}
-	}
+	cols, scale := columns(keys, rows)
 	m, n := len(cols), len(rows)
 	if m < 2 || n < max(regressMinN, regressMinPer*m) {
 		return nil, false
@@ -317,6 +310,24 @@ func fitRows(keys []string, rows, resid []observation) (costs map[string]float64
 		}
 	}
 	return out, false
+}
+
+// columns are the tenants of keys that launched in rows, and the mean of
+// each one's units there (the fit's columns are scaled to it: units differ
+// by orders of magnitude between programs).
+func columns(keys []string, rows []observation) (cols []string, scale map[string]float64) {
+	scale = map[string]float64{}
+	for _, key := range keys {
+		var s float64
+		for _, o := range rows {
+			s += o.units[key]
+		}
+		if s > 0 {
+			cols = append(cols, key)
+			scale[key] = s / float64(max(len(rows), 1))
+		}
+	}
+	return cols, scale
 }
 
 // invert returns the inverse of the small symmetric matrix a (Gauss-Jordan,

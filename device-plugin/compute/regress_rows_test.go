@@ -200,3 +200,85 @@ func TestNearClock(t *testing.T) {
 		})
 	}
 }
+
+// filledPair: a PyTorch-like tenant a (700 ns per unit) held near its rate
+// (its units within ±3%) beside an elementwise b (0.14 ns per unit) whose
+// units the turns and the loop move (from a tenth to a third of the GPU),
+// n windows of 200 ms below saturation, taking turns (phases of 10
+// windows). In window fill (where ≥ 0) a refilled a deep queue, as the
+// simulated H200's PyTorch with 64 matmuls queued did after a back-off:
+// the GPU ran throughout (99% busy, saturated) and a launched 80 ms of work
+// more than the window ran (its queue's growth; 77 ms in the simulation).
+func filledPair(n, fill int) []observation {
+	const P = 200e6
+	var o []observation
+	for w := range n {
+		phase := uint64(w / 10)
+		ua := 0.55 * P / 700 * (1 + 0.03*float64((w*7)%5-2)/2)
+		ub := (0.1 + 0.23*float64((w*11)%7)/6) * P / 0.14
+		noise := 0.01 * P * float64((w*13)%3-1)
+		ob := observation{busy: ua*700 + ub*0.14 + noise, period: P, units: map[string]float64{"a": ua, "b": ub},
+			steady: true, clean: w%10 != 0, phase: phase, seq: uint64(w + 1), clock: 1900}
+		if w == fill {
+			ob.busy, ob.saturated = 0.99*P, true
+			ob.units["a"] = (ob.busy + 80e6 - ub*0.14) / 700
+		}
+		o = append(o, ob)
+	}
+	return o
+}
+
+func TestLeaveOutFills(t *testing.T) {
+	backlog := filledPair(30, -1)
+	backlog[12].busy, backlog[12].saturated = 0.99*200e6, true // a start's backlog ran: busy nobody launched there
+	backlog[12].units = map[string]float64{"a": 0.1 * backlog[12].units["a"], "b": 0.1 * backlog[12].units["b"]}
+	tests := []struct {
+		name string
+		obs  []observation
+		want []uint64 // seqs left out
+	}{
+		{name: "no window beyond the windows' noise: none", obs: filledPair(30, -1)},
+		{name: "a tenant refills a deep queue: that window", obs: filledPair(30, 17), want: []uint64{18}},
+		{name: "a backlog runs: that window", obs: backlog, want: []uint64{13}},
+		{name: "too few windows to fit without it: none", obs: filledPair(regressMinN, 3)},
+		{name: "one tenant: none", obs: func() []observation {
+			o := filledPair(30, 17)
+			for i := range o {
+				delete(o[i].units, "b")
+			}
+			return o
+		}()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kept := map[uint64]bool{}
+			for _, o := range leaveOutFills([]string{"a", "b"}, tt.obs) {
+				kept[o.seq] = true
+			}
+			var out []uint64
+			for _, o := range tt.obs {
+				if !kept[o.seq] {
+					out = append(out, o.seq)
+				}
+			}
+			if !slices.Equal(out, tt.want) {
+				t.Errorf("left out %v, want %v", out, tt.want)
+			}
+		})
+	}
+}
+
+// TestRegressFill: the window in which a tenant refilled its queue was the
+// only one with its units far from its usual, and least squares leaned on
+// it (PyTorch read 629 ns per unit for about 700 and the probe 0.175 for
+// 0.140: 67.2 + 26.2 for 60 + 30, simulated H200).
+func TestRegressFill(t *testing.T) {
+	obs := filledPair(40, 25)
+	want := map[string]float64{"a": 700, "b": 0.14}
+	regressWithin(t, obs, want, 0.03)
+	// what the window does to the fit (the failure this guards)
+	with, _ := fitWindows([]string{"a", "b"}, obs)
+	if r := with["a"] / with["b"] / (want["a"] / want["b"]); math.Abs(r-1) < 0.05 {
+		t.Errorf("with the refill's window the costs' ratio is off by only %.1f%%: the case no longer shows its error", 100*(r-1))
+	}
+}

@@ -2,6 +2,8 @@ package compute
 
 import (
 	"bufio"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -86,12 +88,17 @@ type replayStep struct {
 	t      float64
 	fitted bool
 	cost   map[string]float64
+	// charged: the tenants charged other than the recording's units (as
+	// "key charged of recorded"): a replay whose controller clips them to
+	// its own allowances is not the card's windows
+	charged []string
 }
 
 // replay runs the recorded periods through a controller for a GPU whose
 // per-process samples give no shares (the H200's).
 func replay(periods []replayPeriod) []replayStep {
 	g := NewGPU()
+	g.recorded = true
 	launched := map[string]float64{}
 	var out []replayStep
 	for i := 1; i < len(periods); i++ {
@@ -110,6 +117,9 @@ func replay(periods []replayPeriod) []replayStep {
 		st := replayStep{t: p.t, fitted: g.Fitted(), cost: map[string]float64{}}
 		for _, d := range g.Step(in) {
 			st.cost[d.Key] = d.Cost
+			if u := p.units[d.Key]; math.Abs(d.Units-u) > 1 {
+				st.charged = append(st.charged, fmt.Sprintf("%s %.0f of %.0f", d.Key, d.Units, u))
+			}
 		}
 		st.fitted = g.Fitted()
 		out = append(out, st)
@@ -142,6 +152,11 @@ func TestReplayH200(t *testing.T) {
 			steps := replay(loadReplay(t, filepath.Join("testdata", "h200-2026-11-29", tt.trace+".tsv")))
 			if len(steps) < 50 {
 				t.Fatalf("%d periods replayed: the trace is cut short", len(steps))
+			}
+			for _, s := range steps {
+				if len(s.charged) > 0 {
+					t.Fatalf("at %.2f s the replay charged %v: not the recording's units", s.t, s.charged)
+				}
 			}
 			var at float64
 			for _, s := range steps {

@@ -3,6 +3,7 @@ package compute
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 // TestSimQueueBound: libvcuda's queue bound (vcuda/src/queue.c). Where
@@ -49,6 +50,39 @@ func TestSimQueueBound(t *testing.T) {
 				case !bound && tt.unbounded && !miss:
 					t.Errorf("unbounded: %s held ± 3; the case no longer shows the spill", simString(got))
 				}
+			}
+		})
+	}
+}
+
+// TestSimRefill: a PyTorch with 64 matmuls queued refills its queue after
+// the loop's back-off, and the window it did so in (a third more launched
+// than ran) led the fit for seconds where its units stood apart from the
+// others' (TestRegressFill); the fit leaves such a window out
+// (leaveOutFills). The rows missed before, with the device's samples late
+// and stamped at these phases of the driver's sample clock (simulated
+// H200).
+func TestSimRefill(t *testing.T) {
+	deep := simTorchDeep(64)
+	tests := []struct {
+		name         string
+		a, b         simTenant
+		delay, phase time.Duration
+	}{
+		// 67.2 + 26.2 before: PyTorch's cost read 629 ns per unit for about 700
+		{name: "pytorch 60 + probe 30, 20 ms late", a: simT("a", 60, deep), b: simT("b", 30, simProbe), delay: 20 * time.Millisecond, phase: 37 * time.Millisecond},
+		{name: "pytorch 60 + probe 30, 20 ms late, a later phase", a: simT("a", 60, deep), b: simT("b", 30, simProbe), delay: 20 * time.Millisecond, phase: 113 * time.Millisecond},
+		// 53.5 + 33.6 before: the split waited until 8.5 s
+		{name: "pytorch 50 + probe 50, 5 ms late", a: simT("a", 50, deep), b: simT("b", 50, simProbe), delay: 5 * time.Millisecond, phase: 113 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := simH200()
+			o.delay, o.phase = tt.delay, tt.phase
+			got, _ := simulate(t, stretch([]simTenant{tt.a, tt.b}, 16.0/12), o)
+			t.Logf("%s", simString(got))
+			if math.Abs(got["a"]-float64(tt.a.cores)) > 3 || math.Abs(got["b"]-float64(tt.b.cores)) > 3 {
+				t.Errorf("%s, want %d + %d ± 3", simString(got), tt.a.cores, tt.b.cores)
 			}
 		})
 	}
