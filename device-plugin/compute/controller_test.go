@@ -282,3 +282,24 @@ func TestStepLateWindows(t *testing.T) {
 		}
 	})
 }
+
+func TestCostMoved(t *testing.T) {
+	tests := []struct {
+		name    string
+		k, last map[string]float64
+		want    bool
+	}{
+		{name: "a sliver's cost comes down from the floor", k: map[string]float64{"a": 700, "b": 1.4}, last: map[string]float64{"a": 720, "b": 40}, want: true},
+		{name: "a cost doubles", k: map[string]float64{"a": 1400, "b": 0.14}, last: map[string]float64{"a": 700, "b": 0.14}, want: true},
+		{name: "the fit's drift", k: map[string]float64{"a": 700, "b": 0.16}, last: map[string]float64{"a": 660, "b": 0.14}},
+		{name: "a tenant new to the costs", k: map[string]float64{"a": 700, "b": 0.14}, last: map[string]float64{"a": 700}},
+		{name: "no costs before", k: map[string]float64{"a": 700}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := costMoved(tt.k, tt.last); got != tt.want {
+				t.Errorf("costMoved = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

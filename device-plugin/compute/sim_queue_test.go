@@ -55,25 +55,34 @@ func TestSimQueueBound(t *testing.T) {
 	}
 }
 
-// TestSimRefill: a PyTorch with 64 matmuls queued refills its queue after
-// the loop's back-off, and the window it did so in (a third more launched
-// than ran) led the fit for seconds where its units stood apart from the
-// others' (TestRegressFill); the fit leaves such a window out
-// (leaveOutFills). The rows missed before, with the device's samples late
-// and stamped at these phases of the driver's sample clock (simulated
-// H200).
-func TestSimRefill(t *testing.T) {
-	deep := simTorchDeep(64)
+// TestSimDeepBesideProbe: the probe beside a PyTorch that never
+// synchronizes, with the device's samples late and stamped at these phases
+// of the driver's sample clock (simulated H200). The rows missed before the
+// fix each names.
+func TestSimDeepBesideProbe(t *testing.T) {
 	tests := []struct {
 		name         string
 		a, b         simTenant
 		delay, phase time.Duration
 	}{
-		// 67.2 + 26.2 before: PyTorch's cost read 629 ns per unit for about 700
-		{name: "pytorch 60 + probe 30, 20 ms late", a: simT("a", 60, deep), b: simT("b", 30, simProbe), delay: 20 * time.Millisecond, phase: 37 * time.Millisecond},
-		{name: "pytorch 60 + probe 30, 20 ms late, a later phase", a: simT("a", 60, deep), b: simT("b", 30, simProbe), delay: 20 * time.Millisecond, phase: 113 * time.Millisecond},
-		// 53.5 + 33.6 before: the split waited until 8.5 s
-		{name: "pytorch 50 + probe 50, 5 ms late", a: simT("a", 50, deep), b: simT("b", 50, simProbe), delay: 5 * time.Millisecond, phase: 113 * time.Millisecond},
+		// A refill: PyTorch refilled its queue after the loop's back-off,
+		// and the window it did so in (a third more launched than ran)
+		// led the fit for seconds where its units stood apart from the
+		// others' (TestRegressFill; leaveOutFills). 67.2 + 26.2 and 67.4 +
+		// 25.8 before (PyTorch's cost read 629 ns per unit for about 700);
+		// the third split at 8.5 s, 53.5 + 33.6.
+		{name: "refill: pytorch 60, 64 queued + probe 30, 20 ms late", a: simT("a", 60, simTorchDeep(64)), b: simT("b", 30, simProbe), delay: 20 * time.Millisecond, phase: 37 * time.Millisecond},
+		{name: "refill: the same, a later phase", a: simT("a", 60, simTorchDeep(64)), b: simT("b", 30, simProbe), delay: 20 * time.Millisecond, phase: 113 * time.Millisecond},
+		{name: "refill: pytorch 50, 64 queued + probe 50, 5 ms late", a: simT("a", 50, simTorchDeep(64)), b: simT("b", 50, simProbe), delay: 5 * time.Millisecond, phase: 113 * time.Millisecond},
+		// A windup: the probe split off as a sliver is taken at the floor
+		// (a twentieth of the pooled cost) and the fit's next costs bring
+		// it down to its own within a second; its rates lagged them, its
+		// allowance held it below its share, and its integral wound up to
+		// the limit, from which it ran over its share for seconds
+		// (costMoved). 29.4 + 63.7, 29.4 + 63.6 and 63.4 + 29.6 before.
+		{name: "windup: pytorch 30, 128 queued + probe 60, 5 ms late", a: simT("a", 30, simTorchDeep(128)), b: simT("b", 60, simProbe), delay: 5 * time.Millisecond},
+		{name: "windup: pytorch 30, 256 queued + probe 60, 20 ms late", a: simT("a", 30, simTorchDeep(256)), b: simT("b", 60, simProbe), delay: 20 * time.Millisecond},
+		{name: "windup: pytorch 60, 128 queued + probe 30, 60 ms late", a: simT("a", 60, simTorchDeep(128)), b: simT("b", 30, simProbe), delay: 60 * time.Millisecond, phase: 37 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
