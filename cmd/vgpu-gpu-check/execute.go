@@ -31,9 +31,11 @@ type result struct {
 	Note             string
 	ContextMiB       uint64    // context rows
 	AbsErr           []float64 // share rows with fixed tenants: |achieved - target| per tenant
-	// GPUTime: share rows, the device's mean busy percent over the
-	// second half (devSampler; empty without readings): a lone tenant's
-	// GPU time, what the limiter holds
+	// GPUTime: share rows, the GPU time over the second half, percent
+	// (devSampler; empty without readings): a lone tenant's is the
+	// device's mean busy figure, one program's tenants' that figure split
+	// by their rates (splitByRate), one per tenant; a mix of programs'
+	// holds the device's figure alone. What the limiter holds.
 	GPUTime []float64
 }
 

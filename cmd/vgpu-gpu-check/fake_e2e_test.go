@@ -60,6 +60,12 @@ func TestFakeDriverEndToEnd(t *testing.T) {
 		regexp.MustCompile(`(?m)^deep +pytorch-deep 45\+50 +45\+50 +[0-9.]+\+[0-9.]+ +(ok|MISS) `),
 		regexp.MustCompile(`(?m)^deep +pytorch-deep 50 \+ probe-elem 50 +50\+50 +[0-9.]+\+[0-9.]+ +(ok|MISS) `),
 		regexp.MustCompile(`(?m)^# 21 rows: `),
+		// each held tenant's GPU time two ways: one program's rows split the device's busy
+		// time by their rates, and every row says what the controller attributed
+		regexp.MustCompile(`(?m)^pair +pytorch 30\+60 .*; GPU time \(the device's busy time split by their rates\) [0-9.]+ \+ [0-9.]+;.*; GPU time as the controller attributed it [0-9.]+ \+ [0-9.]+;`),
+		regexp.MustCompile(`(?m)^mixed +pytorch 30 \+ probe-elem 60 .*; GPU time as the controller attributed it [0-9.]+ \+ [0-9.]+;`),
+		// the pairs 30+60 and 50+50, the deep 50+50 and 45+50: eight tenants
+		regexp.MustCompile(`(?m)^# one program's share rows in GPU time \(the device's busy time split by their rates\): [0-8] of 8 tenants within their band$`),
 	} {
 		if !want.Match(out) {
 			t.Errorf("table lacks %s:\n%s", want, out)
@@ -73,6 +79,15 @@ func TestFakeDriverEndToEnd(t *testing.T) {
 		}
 		if v, _ := strconv.ParseFloat(string(m[1]), 64); v < 85 || v > 115 {
 			t.Errorf("%s: together %.1f of a solo rate, want about 100 (the FIFO fake loses nothing to running them at once):\n%s", row, v, out)
+		}
+	}
+	// a mix of programs has no split by rate; unlimited tenants no attribution (pooled costs)
+	for _, bad := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^mixed +pytorch 30 \+ probe-elem 60 .*split by their rates`),
+		regexp.MustCompile(`(?m)^\S+ +\S.* unlimited.* +none\+none .*attributed`),
+	} {
+		if bad.Match(out) {
+			t.Errorf("table matches %s:\n%s", bad, out)
 		}
 	}
 	for _, bad := range []string{"ERROR", "TIMEOUT", "OVER THE CAP", "skipped"} {

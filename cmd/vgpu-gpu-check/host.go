@@ -265,11 +265,13 @@ func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenan
 	}
 	var lags []time.Duration // read once Run has returned
 	fitted := 0
+	attr := &attribution{}
 	r.Observe = func(o compute.Observation) {
 		lags = append(lags, o.Lag)
 		if o.Fitted {
 			fitted++
 		}
+		attr.add(o, time.Now())
 		tr.observe(o)
 	}
 	done := make(chan struct{})
@@ -278,7 +280,11 @@ func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenan
 	sdone := make(chan struct{})
 	go func() {
 		defer close(sdone)
-		line.after(ctx, func() { sampler.run(ctx, time.Duration(secs/2*float64(time.Second))) })
+		line.after(ctx, func() {
+			half := time.Duration(secs / 2 * float64(time.Second))
+			attr.arm(time.Now().Add(half))
+			sampler.run(ctx, half)
+		})
 	}()
 	dev, ddone := h.sampleDevice(ctx, line, secs)
 	got, err := h.runTogether(ctx, progs, ts, secs, solo, line, func(i int) (*tenant, []string, func(int)) {
@@ -293,7 +299,13 @@ func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenan
 	if err := tr.close(); err != nil {
 		notes = append(notes, err.Error())
 	}
-	for _, n := range []string{line.note(), dev.summary(), sampler.summary(keys), lagSummary(lags), fitSummary(fitted, len(lags)), saidSummary(tens)} {
+	held := keys // the tenants the controller held to a target: an unlimited one's attribution says nothing
+	for _, s := range ts {
+		if s.Unlimited {
+			held = nil
+		}
+	}
+	for _, n := range []string{line.note(), dev.summary(), sampler.summary(keys), attr.note(held), lagSummary(lags), fitSummary(fitted, len(lags)), saidSummary(tens)} {
 		if n != "" {
 			notes = append(notes, n)
 		}

@@ -254,12 +254,18 @@ func (c *check) run(ctx context.Context, r row) (result, error) {
 			return result{Target: targets(r.Tenants), Note: note}, err
 		}
 		res, err := shareVerdict(r.Tenants, got)
-		if note != "" {
-			res.Note += "; " + note
-		}
+		notes := []string{res.Note}
 		if busy, ok := dev.busyMean(); ok {
 			res.GPUTime = []float64{busy}
+			if split, ok := splitByRate(r.Tenants, got, busy); ok {
+				res.GPUTime = split
+				notes = append(notes, gpuTimeNote(split))
+			}
 		}
+		if note != "" {
+			notes = append(notes, note)
+		}
+		res.Note = strings.Join(notes, "; ")
 		return res, err
 	case kindGuard:
 		p, err := c.program(r.Program)

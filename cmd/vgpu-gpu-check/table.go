@@ -45,13 +45,16 @@ func (o outcome) render() string {
 	return strings.TrimRight(fmt.Sprintf(lineFormat, o.Group, o.Name, o.Target, o.Achieved, o.Status, took, oneLine(o.Note)), " \n") + "\n"
 }
 
-// oneLine keeps a note on one line; a share row's note (per-pid samples,
-// sample lateness, fitted periods, tenants' run) takes about 250 characters,
-// all of it wanted from a GPU run.
+// maxNote: a share row's note (GPU time two ways, device readings, per-pid
+// samples, sample lateness, fitted periods, tenants' run) takes up to about
+// 450 characters, all of it wanted from a GPU run.
+const maxNote = 640
+
+// oneLine keeps a note on one line, a runaway one cut at maxNote.
 func oneLine(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 400 {
-		s = s[:397] + "..."
+	if len(s) > maxNote {
+		s = s[:maxNote-3] + "..."
 	}
 	return s
 }
@@ -62,9 +65,14 @@ func footer(outs []outcome, model string, took time.Duration) string {
 	var b strings.Builder
 	var ctxMiB uint64
 	var single, gpuTime []float64
+	var held, of int
 	count := map[status]int{}
 	for _, o := range outs {
 		count[o.Status]++
+		if o.Status == statusOK || o.Status == statusMiss {
+			h, n := gpuTimeHeld(o)
+			held, of = held+h, of+n
+		}
 		if o.Kind == kindContext && o.Status == statusOK {
 			ctxMiB = max(ctxMiB, o.ContextMiB)
 		}
@@ -85,6 +93,9 @@ func footer(outs []outcome, model string, took time.Duration) string {
 			fmt.Fprintf(&b, "; in GPU time (the device's busy figure) %.2f over %d", mean(gpuTime), len(gpuTime))
 		}
 		b.WriteString("\n")
+	}
+	if of > 0 {
+		fmt.Fprintf(&b, "# one program's share rows in GPU time (the device's busy time split by their rates): %d of %d tenants within their band\n", held, of)
 	}
 	var parts []string
 	for _, s := range []status{statusOK, statusMiss, statusOver, statusEarly, statusError, statusTimeout, statusSkipped} {

@@ -115,7 +115,8 @@ func TestOneLine(t *testing.T) {
 		cut      bool
 	}{
 		{name: "a share row's note", in: note, want: len(strings.TrimSpace(note))},
-		{name: "a runaway note", in: note + note, want: 400, cut: true},
+		{name: "a share row's note with GPU time two ways", in: note + note, want: 2*len(note) - 1},
+		{name: "a runaway note", in: note + note + note, want: maxNote, cut: true},
 		{name: "lines joined", in: "a\n  b\tc", want: 5},
 	}
 	for _, tt := range tests {
