@@ -23,28 +23,31 @@ import (
 //     as far as its costs are.
 
 // attribution sums the controller's attributed share of each tenant over
-// the periods that end from the midpoint of the tenants' timed loops on
-// (their rates are measured over the second half). Observe calls add from
-// the controller's goroutine, the start line arms it from another.
+// the periods that end within the second half of the tenants' timed loops
+// (their rates are measured over it; the periods after it hold a tenant that
+// has ended). Observe calls add from the controller's goroutine, the start
+// line arms it from another.
 type attribution struct {
-	mu    sync.Mutex
-	from  time.Time // zero: not armed
-	sum   map[string]float64
-	total float64 // ns of periods summed
+	mu       sync.Mutex
+	from, to time.Time // from zero: not armed
+	sum      map[string]float64
+	busy     float64 // the device's busy time over them, ns
+	total    float64 // ns of periods summed
 }
 
-// arm counts the periods that end at or after from.
-func (a *attribution) arm(from time.Time) {
+// arm counts the periods that end from from to to.
+func (a *attribution) arm(from, to time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.from = from
+	a.from, a.to = from, to
 }
 
 // add counts one period read at now (it ended o.Lag before).
 func (a *attribution) add(o compute.Observation, now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.from.IsZero() || now.Add(-o.Lag).Before(a.from) || o.Period <= 0 {
+	end := now.Add(-o.Lag)
+	if a.from.IsZero() || end.Before(a.from) || end.After(a.to) || o.Period <= 0 {
 		return
 	}
 	if a.sum == nil {
@@ -54,7 +57,20 @@ func (a *attribution) add(o compute.Observation, now time.Time) {
 	for _, d := range o.Decisions {
 		a.sum[d.Key] += d.Measured * w
 	}
+	a.busy += o.Busy * w
 	a.total += w
+}
+
+// busyMean is the device's busy percent over the periods counted, as the
+// controller read it: every period of the second half, where the check's
+// own readings (devSampler) take one 1/6 s sample every half second.
+func (a *attribution) busyMean() (float64, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.total <= 0 {
+		return 0, false
+	}
+	return 100 * a.busy / a.total, true
 }
 
 // shares are the tenants' (keys) attributed GPU time, percent of the
@@ -108,6 +124,26 @@ func splitByRate(ts []tenantSpec, got []float64, busy float64) ([]float64, bool)
 		out[i] = busy * g / sum
 	}
 	return out, true
+}
+
+// rowGPUTime is a share row's result.GPUTime: the device's busy percent over
+// the second half (the controller's periods, else the check's own readings),
+// split by rate where one program runs (split true), else that figure alone.
+// The check's own readings are a 1/6 s sample every half second: a loop
+// swinging in and out of saturation about once a second reads by their
+// phase (on the fake driver as an H200 a pair at 30.9 + 62.4 of its solo
+// rates, the clock 1.1 times the solo row's, read 84% busy).
+func rowGPUTime(ts []tenantSpec, got []float64, attr *attribution, dev *devSampler) (gpuTime []float64, split bool) {
+	busy, ok := attr.busyMean()
+	if !ok {
+		if busy, ok = dev.busyMean(); !ok {
+			return nil, false
+		}
+	}
+	if s, ok := splitByRate(ts, got, busy); ok {
+		return s, true
+	}
+	return []float64{busy}, false
 }
 
 // gpuTimeNote says splitByRate's figures.

@@ -50,12 +50,19 @@ func TestAttribution(t *testing.T) {
 			{at: 7 * time.Second, o: period(0, 100*ms, map[string]float64{"a": 0.6, "b": 0.3})},
 			{at: 8 * time.Second, o: period(0, 0, map[string]float64{"a": 1})}, // no length: nothing
 		}, want: []float64{30, 60}},
+		{name: "a period that ended after the tenants' loops is left out", arm: true, adds: []struct {
+			at time.Duration
+			o  compute.Observation
+		}{
+			{at: 9*time.Second + 900*ms, o: period(0, 200*ms, map[string]float64{"a": 0.3, "b": 0.6})},
+			{at: 10*time.Second + 100*ms, o: period(0, 200*ms, map[string]float64{"a": 0.1, "b": 0})},
+		}, want: []float64{30, 60}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var a attribution
 			if tt.arm {
-				a.arm(t0.Add(5 * time.Second))
+				a.arm(t0.Add(5*time.Second), t0.Add(10*time.Second))
 			}
 			for _, ad := range tt.adds {
 				a.add(ad.o, t0.Add(ad.at))
@@ -136,5 +143,51 @@ func TestFooterGPUTimeHeld(t *testing.T) {
 	}
 	if got := footer(outs[4:5], "GPU", time.Second); strings.Contains(got, "one program's share rows") {
 		t.Errorf("a mix of programs counted:\n%s", got)
+	}
+}
+
+// A row's GPU time reads the device's busy figure over every period of the
+// second half as the controller read it, the check's own half-second
+// readings only where no period was counted.
+func TestRowGPUTime(t *testing.T) {
+	torch := func(c int) tenantSpec { return tenantSpec{Work: "pytorch", Cores: c} }
+	pair := []tenantSpec{torch(30), torch(60)}
+	t0 := time.Unix(1000, 0)
+	counted := func(busy float64) *attribution {
+		a := &attribution{}
+		a.arm(t0, t0.Add(10*time.Second))
+		o := period(0, 200*time.Millisecond, map[string]float64{"a": 0.3, "b": 0.6})
+		o.Busy = busy
+		a.add(o, t0.Add(time.Second))
+		return a
+	}
+	tests := []struct {
+		name  string
+		ts    []tenantSpec
+		attr  *attribution
+		dev   *devSampler
+		want  []float64
+		split bool
+	}{
+		{name: "the controller's periods, split by rate", ts: pair, attr: counted(0.9), dev: &devSampler{busy: []float64{84}},
+			want: []float64{30, 60}, split: true},
+		{name: "no period counted: the check's readings", ts: pair, attr: &attribution{}, dev: &devSampler{busy: []float64{84}},
+			want: []float64{28, 56}, split: true},
+		{name: "a mix of programs: the device's figure alone", ts: []tenantSpec{torch(30), {Work: "probe-elem", Cores: 60}},
+			attr: counted(0.95), dev: &devSampler{}, want: []float64{95}},
+		{name: "no reading at all", ts: pair, attr: &attribution{}, dev: &devSampler{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, split := rowGPUTime(tt.ts, []float64{32, 64}, tt.attr, tt.dev)
+			if split != tt.split || len(got) != len(tt.want) {
+				t.Fatalf("GPU time %v (split %v), want %v (split %v)", got, split, tt.want, tt.split)
+			}
+			for i := range tt.want {
+				if math.Abs(got[i]-tt.want[i]) > 1e-9 {
+					t.Errorf("GPU time %v, want %v", got, tt.want)
+				}
+			}
+		})
 	}
 }

@@ -208,11 +208,13 @@ func newRunner(lib nvml.Interface, list func() ([]compute.Tenancy, error), owner
 }
 
 // shares runs one tenant per spec together under the node controller and
-// returns each one's rate as a percentage of its workload's solo rate, what
-// NVML's per-process samples said of each (mapped by host pid) and what the
-// device did meanwhile. trace (nil: none) opens the row's period trace.
+// returns each one's rate as a percentage of its workload's solo rate, the
+// row's note (what NVML's per-process samples said of each, mapped by host
+// pid, what the device did meanwhile) and the GPU time over the second half
+// (result.GPUTime; nil without device readings). trace (nil: none) opens the
+// row's period trace.
 func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenantSpec, secs float64, solo map[string]float64,
-	trace func(keys []string) (*periodTrace, error)) ([]float64, string, *devSampler, error) {
+	trace func(keys []string) (*periodTrace, error)) ([]float64, string, []float64, error) {
 	tens := make([]*tenant, len(ts))
 	for i, s := range ts {
 		if _, ok := solo[s.Work]; !ok {
@@ -282,7 +284,8 @@ func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenan
 		defer close(sdone)
 		line.after(ctx, func() {
 			half := time.Duration(secs / 2 * float64(time.Second))
-			attr.arm(time.Now().Add(half))
+			now := time.Now()
+			attr.arm(now.Add(half), now.Add(2*half))
 			sampler.run(ctx, half)
 		})
 	}()
@@ -299,6 +302,10 @@ func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenan
 	if err := tr.close(); err != nil {
 		notes = append(notes, err.Error())
 	}
+	gpuTime, split := rowGPUTime(ts, got, attr, dev)
+	if split {
+		notes = append(notes, gpuTimeNote(gpuTime))
+	}
 	held := keys // the tenants the controller held to a target: an unlimited one's attribution says nothing
 	for _, s := range ts {
 		if s.Unlimited {
@@ -310,7 +317,7 @@ func (h *host) shares(ctx context.Context, progs map[string]*program, ts []tenan
 			notes = append(notes, n)
 		}
 	}
-	return got, strings.Join(notes, "; "), dev, err
+	return got, strings.Join(notes, "; "), gpuTime, err
 }
 
 // limiterLines are the lines libvcuda wrote to a tenant's stderr (it says

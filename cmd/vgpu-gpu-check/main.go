@@ -246,7 +246,7 @@ func (c *check) run(ctx context.Context, r row) (result, error) {
 		if r.Secs > 0 {
 			secs = r.Secs
 		}
-		got, note, dev, err := c.h.shares(ctx, c.progs, r.Tenants, secs, c.solo, c.tracer(r))
+		got, note, gpuTime, err := c.h.shares(ctx, c.progs, r.Tenants, secs, c.solo, c.tracer(r))
 		if r.Secs > 0 {
 			note = strings.TrimSuffix(fmt.Sprintf("tenants ran %g s; %s", secs, note), "; ")
 		}
@@ -254,18 +254,10 @@ func (c *check) run(ctx context.Context, r row) (result, error) {
 			return result{Target: targets(r.Tenants), Note: note}, err
 		}
 		res, err := shareVerdict(r.Tenants, got)
-		notes := []string{res.Note}
-		if busy, ok := dev.busyMean(); ok {
-			res.GPUTime = []float64{busy}
-			if split, ok := splitByRate(r.Tenants, got, busy); ok {
-				res.GPUTime = split
-				notes = append(notes, gpuTimeNote(split))
-			}
-		}
 		if note != "" {
-			notes = append(notes, note)
+			res.Note += "; " + note
 		}
-		res.Note = strings.Join(notes, "; ")
+		res.GPUTime = gpuTime
 		return res, err
 	case kindGuard:
 		p, err := c.program(r.Program)
