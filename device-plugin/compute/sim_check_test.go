@@ -13,11 +13,19 @@ import (
 
 // simRow is one of the gpu check's share rows (cmd/vgpu-gpu-check) as the
 // simulated H200 runs it: GPU time, the targets fixed but for a balance
-// tenant, which must get at least its target less 3.
+// tenant, which must get at least its target less 3. As in the check the
+// tenants are listed while PyTorch imports (checkSetup), start together and
+// run the row's seconds (10, the mixed rows 16), measured over their
+// second half.
 type simRow struct {
 	name  string
+	secs  float64
 	specs []simTenant
 }
+
+// checkSetup: how long the check's tenants are listed before its start line
+// lets them run (PyTorch imported for 3-5 s on the H200).
+const checkSetup = 3 * time.Second
 
 // miss is how far the row's worst tenant stands outside its verdict's band
 // (≤ 3 holds) and the shares as a string.
@@ -25,7 +33,7 @@ func (r simRow) miss(t *testing.T, delay, phase time.Duration) (float64, string)
 	t.Helper()
 	o := simH200()
 	o.delay, o.phase = delay, phase
-	got, _ := simulate(t, stretch(r.specs, 16.0/12), o)
+	got, _ := simulate(t, r.tenants(), o)
 	var worst float64
 	for _, s := range r.specs {
 		d := math.Abs(got[s.name] - float64(s.cores))
@@ -37,18 +45,27 @@ func (r simRow) miss(t *testing.T, delay, phase time.Duration) (float64, string)
 	return worst, simString(got)
 }
 
+func (r simRow) tenants() []simTenant {
+	out := make([]simTenant, len(r.specs))
+	for i, s := range r.specs {
+		s.secs, s.setup = r.secs, checkSetup
+		out[i] = s
+	}
+	return out
+}
+
 func simCheckRows() []simRow {
 	bal := simT("b", 30, simTorch)
 	bal.policy = api.ComputeBalance
 	return []simRow{
-		{name: "pytorch 30 + 60", specs: []simTenant{simT("a", 30, simTorch), simT("b", 60, simTorch)}},
-		{name: "pytorch 50 + 50", specs: []simTenant{simT("a", 50, simTorch), simT("b", 50, simTorch)}},
-		{name: "pytorch 20 + 30 + 40", specs: []simTenant{simT("a", 20, simTorch), simT("b", 30, simTorch), simT("c", 40, simTorch)}},
-		{name: "pytorch 50 + balance 30", specs: []simTenant{simT("a", 50, simTorch), bal}},
-		{name: "pytorch 30 + probe 60", specs: []simTenant{simT("a", 30, simTorch), simT("b", 60, simProbe)}},
-		{name: "pytorch 50 + probe 50", specs: []simTenant{simT("a", 50, simTorch), simT("b", 50, simProbe)}},
+		{name: "pytorch 30 + 60", secs: 10, specs: []simTenant{simT("a", 30, simTorch), simT("b", 60, simTorch)}},
+		{name: "pytorch 50 + 50", secs: 10, specs: []simTenant{simT("a", 50, simTorch), simT("b", 50, simTorch)}},
+		{name: "pytorch 20 + 30 + 40", secs: 10, specs: []simTenant{simT("a", 20, simTorch), simT("b", 30, simTorch), simT("c", 40, simTorch)}},
+		{name: "pytorch 50 + balance 30", secs: 10, specs: []simTenant{simT("a", 50, simTorch), bal}},
+		{name: "pytorch 30 + probe 60", secs: 16, specs: []simTenant{simT("a", 30, simTorch), simT("b", 60, simProbe)}},
+		{name: "pytorch 50 + probe 50", secs: 16, specs: []simTenant{simT("a", 50, simTorch), simT("b", 50, simProbe)}},
 		// the probe first: the turns start with it
-		{name: "probe 30 + pytorch 60", specs: []simTenant{simT("a", 30, simProbe), simT("b", 60, simTorch)}},
+		{name: "probe 30 + pytorch 60", secs: 16, specs: []simTenant{simT("a", 30, simProbe), simT("b", 60, simTorch)}},
 	}
 }
 
@@ -119,7 +136,7 @@ func TestSimH200Sweep(t *testing.T) {
 		for _, c := range [][2]int{{50, 50}, {30, 60}, {60, 30}} {
 			for _, delay := range []time.Duration{5, 20, 60} {
 				for _, phase := range []time.Duration{0, 37, 113} {
-					r := simRow{name: fmt.Sprintf("pytorch %d queued %d + probe %d", depth, c[0], c[1]),
+					r := simRow{name: fmt.Sprintf("pytorch %d queued %d + probe %d", depth, c[0], c[1]), secs: 16,
 						specs: []simTenant{simT("a", c[0], torch(depth)), simT("b", c[1], simProbe)}}
 					d, got := r.miss(t, delay*time.Millisecond, phase*time.Millisecond)
 					t.Logf("%s, %d ms late, phase %d: %s", r.name, delay, phase, got)

@@ -40,7 +40,8 @@ type simTenant struct {
 	// noSlots: its limiter ignores the node's slots (libvcuda before them)
 	noSlots bool
 	// setup: listed from start on, it launches only after this long (a
-	// program importing, loading data: PyTorch took 3-5 s in the GPU check)
+	// program importing, loading data: PyTorch took 3-5 s in the GPU check),
+	// then runs secs, measured over their second half
 	setup time.Duration
 
 	pid        uint32

@@ -110,7 +110,7 @@ func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]floa
 		List: func() ([]Tenancy, error) {
 			var out []Tenancy
 			for i, tn := range g.tenants {
-				if tn.owned && g.now >= tn.start && g.now < tn.start+secs(tn.secs) {
+				if tn.owned && g.now >= tn.start && g.now < tn.end() {
 					out = append(out, list[indexOf(list, g.tenants[i].name)])
 				}
 			}
@@ -127,7 +127,7 @@ func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]floa
 	var end time.Duration
 	for _, tn := range g.tenants {
 		tn.start += base
-		end = max(end, tn.start+secs(tn.secs))
+		end = max(end, tn.end())
 	}
 	ctx := context.Background()
 	nextTick := base
@@ -137,7 +137,7 @@ func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]floa
 			nextTick += r.Poll
 		}
 		for _, tn := range g.tenants {
-			if g.now < tn.start+tn.setup || g.now >= tn.start+secs(tn.secs) {
+			if g.now < tn.start+tn.setup || g.now >= tn.end() {
 				continue
 			}
 			if opts.stallEvery > 0 && (g.now-base)%opts.stallEvery >= opts.stallEvery-opts.stall {
@@ -150,7 +150,7 @@ func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]floa
 	r.closeAll()
 	got := map[string]float64{}
 	for _, tn := range g.tenants {
-		from, to := tn.start+secs(tn.secs)/2, tn.start+secs(tn.secs)
+		from, to := tn.end()-secs(tn.secs)/2, tn.end()
 		got[tn.name] = 100 * float64(sumBuckets(tn.busy, from, to)) / float64(to-from)
 		if opts.rates != nil {
 			var n int64
@@ -191,6 +191,9 @@ type simOptions struct {
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// end is when a tenant stops launching: secs after its setup.
+func (tn *simTenant) end() time.Duration { return tn.start + tn.setup + secs(tn.secs) }
 
 func indexOf(list []Tenancy, key string) int {
 	for i, t := range list {
