@@ -32,7 +32,7 @@ type result struct {
 	ContextMiB       uint64    // context rows
 	AbsErr           []float64 // share rows with fixed tenants: |achieved - target| per tenant
 	// GPUTime: share rows, the GPU time over the second half, percent
-	// (devSampler; empty without readings): a lone tenant's is the
+	// (rowGPUTime; empty without readings): a lone tenant's is the
 	// device's mean busy figure, one program's tenants' that figure split
 	// by their rates (splitByRate), one per tenant; a mix of programs'
 	// holds the device's figure alone. What the limiter holds.

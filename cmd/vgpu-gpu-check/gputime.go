@@ -18,9 +18,13 @@ import (
 //     their rates (at one clock an iteration of one program costs every
 //     tenant the same GPU time; a context switch's time lands on both, in
 //     proportion): independent of the controller;
-//   - for every row, the controller's own attribution (compute.Decision
-//     Measured) over the same second half: what it held them to, right only
-//     as far as its costs are.
+//   - for every row of tenants held to targets, the controller's own
+//     attribution (compute.Decision Measured) over the same second half:
+//     what it held them to, right only as far as its costs are.
+//
+// The device's busy figure is the controller's, over every period of the
+// second half; a lone tenant's GPU time too (the footer's one-tenant error
+// in GPU time).
 
 // attribution sums the controller's attributed share of each tenant over
 // the periods that end within the second half of the tenants' timed loops
