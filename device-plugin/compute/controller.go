@@ -43,6 +43,10 @@ const (
 	// for 3 s and read 28.2 + 56.3 (fake driver), and GEMM 30 + elementwise
 	// 60 with samples 200 ms late 30.4 + 65.8 (simulated).
 	backoffRoom = 0.1
+	// stallUsed: a window in which every limited tenant launched under this
+	// much of what its rates allowed, the GPU below saturation, is a stall of
+	// their host (hostStall)
+	stallUsed = 0.8
 )
 
 type tenantState struct {
@@ -62,8 +66,9 @@ type tenantState struct {
 	unlimited               bool    // the last decision let it launch freely
 	cal                     calibration
 	rewinds                 uint64
-	lastCharge              uint64 // units charged in the previous period
-	rewoundAt               uint64 // the period of the last rewind
+	lastCharge              uint64   // units charged in the previous period
+	rewoundAt               uint64   // the period of the last rewind
+	rates                   []rateAt // the rates of its last decisions (allowedOver)
 }
 
 // GPU is the controller of one GPU. Not safe for concurrent use.
@@ -333,6 +338,7 @@ func (g *GPU) Step(in Input) []Decision {
 			asked[t.Key] = t.Share
 		}
 	}
+	stall := g.hostStall(in, units, P)
 	lend := g.ex.step(in.NowNs, (in.Unshared || g.measured) && !in.Partial, asked, eligible)
 	out := make([]Decision, 0, len(in.Tenants))
 	for _, t := range in.Tenants {
@@ -355,7 +361,7 @@ func (g *GPU) Step(in Input) []Decision {
 			fk *= level
 		}
 		d.Lent = lend[t.Key]
-		tg := target{now: d.Share + lend[t.Key], seen: d.Share + lent[t.Key], hold: !clean}
+		tg := target{now: d.Share + lend[t.Key], seen: d.Share + lent[t.Key], hold: !clean, used: stall[t.Key]}
 		rk := k[t.Key] // the cost the rate is set at
 		if !calibrated[t.Key] && !g.regressed {
 			rk *= starts

@@ -87,6 +87,90 @@ type target struct {
 	// 8x-apart pair joining late swung between 56% and 100% of the GPU
 	// and got 26.8 + 56.5 for 30 + 60, simulated).
 	hold bool
+	// used: where the tenants' host stopped them for part of the window
+	// (hostStall), the part of its rates' allowance the tenant launched;
+	// its shortfall counts against its target over that part only. 0: no
+	// stall
+	used float64
+}
+
+// hostStall returns, where the window seen is a stall of the tenants'
+// host, the part of what its rates allowed over the window that each
+// limited tenant launched (nil where it is none): the GPU below
+// saturation and every limited tenant launching under stallUsed of it.
+// They stopped launching on their own for part of the window (a busy
+// node, a host process between steps); the limiter held none of them
+// back there, and what they did not get in that part is not the rates' to
+// make up. Counted, the integrals paid it back as saturation: after the
+// host stopped a PyTorch 30 + 60 for 300 ms the GPU stood saturated for 4
+// s while both ran over (31.4 + 62.8 over the next 5 s, simulated H200),
+// and after 200 ms it stood saturated for most of the next 5 s, or the
+// back-off swung it in and out of saturation once a second, as on the
+// fake driver as the H200 (docs/limiter-rehearsals.md). One tenant
+// launching little beside another that launches its rate is no stall: a
+// launch-bound tenant is held by a saturating one's queue. The rates are
+// those in force over the window, not the newest: seen 200 ms late, a
+// back-off letting go had doubled them.
+func (g *GPU) hostStall(in Input, units map[string]float64, P float64) map[string]float64 {
+	if in.Partial || in.BusyNs >= saturatedAt*P {
+		return nil
+	}
+	end := float64(in.NowNs) - in.LagNs
+	used := map[string]float64{}
+	for _, t := range in.Tenants {
+		st := g.tenants[t.Key]
+		allowed := st.allowedOver(end-P, end)
+		if st.unlimited || allowed <= 0 {
+			continue
+		}
+		u := units[t.Key] / allowed
+		if u >= stallUsed {
+			return nil
+		}
+		used[t.Key] = u
+	}
+	if len(used) == 0 {
+		return nil
+	}
+	return used
+}
+
+// rateAt is a rate a decision set, from its stamp.
+type rateAt struct {
+	from uint64
+	rate float64
+}
+
+// rateHistory: how many of a tenant's decisions' rates it keeps, for
+// windows seen that many periods late (allowedOver)
+const rateHistory = 8
+
+// setRate sets the tenant's rate from now on.
+func (st *tenantState) setRate(now uint64, rate float64) {
+	st.rate = rate
+	st.rates = append(st.rates, rateAt{from: now, rate: rate})
+	if len(st.rates) > rateHistory {
+		st.rates = st.rates[len(st.rates)-rateHistory:]
+	}
+}
+
+// allowedOver is the cost units the tenant's rates allowed from from to to
+// (monotonic ns), as far as its rates reach back; 0 where they do not.
+func (st *tenantState) allowedOver(from, to float64) float64 {
+	if len(st.rates) == 0 || from < float64(st.rates[0].from) {
+		return 0
+	}
+	var sum float64
+	for i, r := range st.rates {
+		lo, hi := max(from, float64(r.from)), to
+		if i+1 < len(st.rates) {
+			hi = min(to, float64(st.rates[i+1].from))
+		}
+		if hi > lo {
+			sum += r.rate * (hi - lo)
+		}
+	}
+	return sum
 }
 
 // decide sets a tenant's allowance.
@@ -100,7 +184,8 @@ func (g *GPU) decide(t TenantInput, st *tenantState, in Input, P, a, k, fk, shar
 	st.unlimited = t.Policy == api.ComputeNone || share >= 0.999
 	if st.unlimited {
 		c.Mode = api.ControlUnlimited
-		st.rate, st.integ = 0, 0
+		st.integ = 0
+		st.setRate(in.NowNs, 0)
 		st.allowance = t.latest()
 		c.Allowance = st.allowance
 		if fk > 0 {
@@ -113,12 +198,15 @@ func (g *GPU) decide(t TenantInput, st *tenantState, in Input, P, a, k, fk, shar
 		if throttled && st.boot < maxBoot {
 			st.boot *= 2
 		}
-		st.rate = 0
+		st.setRate(in.NowNs, 0)
 		st.allowance = t.latest() + st.boot
 		c.Allowance = st.allowance
 		return c
 	}
 	e := (tg.seen - a/P) * P
+	if tg.used > 0 && e > 0 {
+		e = max(tg.seen*tg.used-a/P, 0) * P
+	}
 	if !in.Partial && !tg.hold && float64(in.NowNs)-in.LagNs >= float64(g.reCostAt) && (e < 0 || throttled) {
 		st.integ += e
 	}
@@ -142,7 +230,7 @@ func (g *GPU) decide(t TenantInput, st *tenantState, in Input, P, a, k, fk, shar
 	} else { // over about a second, whatever the driver's sampling period (100 ms on an H100, 200 on an H200)
 		st.fallback += (1 - math.Exp(-P/fallbackTauNs)) * (share/fk - st.fallback)
 	}
-	st.rate = rate
+	st.setRate(in.NowNs, rate)
 	// an idle tenant banks at most a fraction of a period, beyond its
 	// newest reading: not beyond Launched, read at the edge of a late
 	// window, which an active tenant is past already (at 100 ms late a

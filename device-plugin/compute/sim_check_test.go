@@ -33,6 +33,12 @@ func (r simRow) miss(t *testing.T, delay, phase time.Duration) (float64, string)
 	t.Helper()
 	o := simH200()
 	o.delay, o.phase = delay, phase
+	return r.missWith(t, o)
+}
+
+// missWith is miss under the options o.
+func (r simRow) missWith(t *testing.T, o simOptions) (float64, string) {
+	t.Helper()
 	got, _ := simulate(t, r.tenants(), o)
 	var worst float64
 	for _, s := range r.specs {

@@ -87,6 +87,9 @@ func simulate(t *testing.T, specs []simTenant, opts simOptions) (map[string]floa
 	r = &Runner{Source: g, Clock: func() uint64 { return uint64(g.now) }, Poll: 20 * time.Millisecond, Unconfined: opts.unconfined,
 		Observe: func(o Observation) {
 			obs = o
+			if opts.observed != nil {
+				opts.observed(g.now-100*time.Second, o)
+			}
 			if opts.fittedAt != nil && o.Fitted && *opts.fittedAt < 0 {
 				*opts.fittedAt = g.now - 100*time.Second
 			}
@@ -188,6 +191,7 @@ type simOptions struct {
 	// end of every stallEvery (a busy node: the fake driver's tenants on a
 	// 2-core machine stopped for some 60 ms), the GPU running their queues
 	stall, stallEvery time.Duration
+	observed          func(at time.Duration, o Observation) // where set: each of the runner's observations, at its time from the start
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
