@@ -143,3 +143,38 @@ func TestEstimatorSoloNotAfterSaturated(t *testing.T) {
 		})
 	}
 }
+
+// TestEstimatorBeforeLaunches: the tenants are listed while the previous
+// row's solo process runs its last 0.9 of a window (the gpu check on the
+// fake driver as the H200: 2360 ns per unit for about 970, and the loop
+// swung in and out of saturation once a second). A window before any of
+// them launched is no tenant's work; one after they launched is: a backlog
+// draining is their cost.
+func TestEstimatorBeforeLaunches(t *testing.T) {
+	const P = 200e6
+	none := map[string]float64{"a": 0, "b": 0}
+	run := map[string]float64{"a": 60000, "b": 120000} // 1000 ns per unit at 90% busy
+	steady := map[string]bool{"a": true, "b": true}
+	tests := []struct {
+		name  string
+		busy  []float64 // fractions of P, in order
+		units []map[string]float64
+		want  float64
+	}{
+		{name: "a departed process's last work before the first launch", busy: []float64{0.89, 0, 0.9, 0.9, 0.9},
+			units: []map[string]float64{none, none, run, run, run}, want: 1000},
+		{name: "a backlog draining after launches counts", busy: []float64{0.9, 0.9, 0.27},
+			units: []map[string]float64{run, run, none}, want: (0.9 + 0.9 + 0.27) * P / 360000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEstimator(window)
+			for i, b := range tt.busy {
+				e.add(b*P, P, tt.units[i], steady, true, 0, 0)
+			}
+			if got := e.fit([]string{"a", "b"})["a"]; math.Abs(got/tt.want-1) > 1e-9 {
+				t.Errorf("a's cost %.1f ns per unit, want %.1f", got, tt.want)
+			}
+		})
+	}
+}
