@@ -100,9 +100,11 @@ func TestSimCheckRows(t *testing.T) {
 // 128, 256 queued) beside the probe at 50 + 50, 30 + 60 and 60 + 30,
 // samples 5, 20 and 60 ms late, three phases; one program's pairs of
 // the same PyTorches at 50 + 50, 30 + 60 and 20 + 70, 5-150 ms late,
-// three phases, which must never split. An experiment, not a check: it
-// prints each group's runs beyond ± 3, the worst tenant's mean and
-// largest error and the one-program pairs split.
+// three phases, which must never split; PyTorch 30 + 60 and 20 + 30 +
+// 40 after the solo row's tenant. An experiment, not a check: it prints each group's
+// runs beyond ± 3, the worst tenant's mean and largest error and the
+// one-program pairs split, and the rows after a solo row with their
+// saturated windows.
 func TestSimH200Sweep(t *testing.T) {
 	if os.Getenv("SIM_SWEEP") == "" {
 		t.Skip("SIM_SWEEP=1: an experiment, not a check")
@@ -173,5 +175,37 @@ func TestSimH200Sweep(t *testing.T) {
 		}
 	}
 	report("one program", errs, split)
-	t.Log(summary.String())
+	// after a solo row: the check's PyTorch 30 + 60 and 20 + 30 + 40
+	// listed as the solo PyTorch row's tenant leaves (a limited tenant for
+	// 2 s), the way the check runs them. The pair swings in and out of
+	// saturation about once a second to the end with samples 5 and 20 ms
+	// late (open, docs/limiter-rehearsals.md): each run's windows of the
+	// second half saturated (busy ≥ 0.98)
+	var afterSolo strings.Builder
+	rows := simCheckRows()
+	for _, r := range []simRow{rows[0], rows[2]} { // the rows whose targets leave 10% of the GPU idle
+		for _, delay := range []time.Duration{5, 20, 60} {
+			specs := []simTenant{{name: "solo", prog: simTorch, secs: 2, owned: true}}
+			for _, s := range r.tenants() {
+				s.start = 2*time.Second - 20*time.Millisecond
+				specs = append(specs, s)
+			}
+			o := simH200()
+			o.delay = delay * time.Millisecond
+			var windows, saturated int
+			from := specs[1].start + checkSetup + secs(r.secs)/2
+			o.observed = func(at time.Duration, ob Observation) {
+				if at >= from {
+					windows++
+					if ob.Busy >= 0.98 {
+						saturated++
+					}
+				}
+			}
+			got, _ := simulate(t, specs, o)
+			delete(got, "solo")
+			fmt.Fprintf(&afterSolo, "\n%s after a solo row, %d ms late: %s; %d of %d windows saturated", r.name, delay, simString(got), saturated, windows)
+		}
+	}
+	t.Log(summary.String() + afterSolo.String())
 }
